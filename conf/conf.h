@@ -1,0 +1,150 @@
+/*
+ * conf.h - the INI configuration, parsed and validated into plain structs.
+ *
+ * conf/ turns a file into a struct conf or a list of "FILE:LINE: message"
+ * errors. It never exits, never logs and starts nothing: the caller decides
+ * (lb -t prints, start-up exits, a reload keeps the old generation).
+ * Only conf/ includes <ini.h>.
+ *
+ * Every object remembers the line it came from so that checks made after
+ * parsing (unknown pool, duplicate names, pool without servers) still point
+ * at the right line.
+ *
+ * Keys of later issues (health checks, admin port, removal) are parsed and
+ * validated here already; the daemon uses them as their issues land.
+ */
+#ifndef CONF_H
+#define CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum conf_balance {
+    CONF_BALANCE_ROUNDROBIN = 0,
+    CONF_BALANCE_LEASTCONN,
+    CONF_BALANCE_SOURCE,
+    CONF_BALANCE_RANDOM,
+};
+
+enum conf_log_level {
+    CONF_LOG_DEBUG = 0,
+    CONF_LOG_INFO,
+    CONF_LOG_WARN,
+    CONF_LOG_ERROR,
+};
+
+enum conf_check {
+    CONF_CHECK_NONE = 0,
+    CONF_CHECK_TCP,
+    CONF_CHECK_HTTP,
+    CONF_CHECK_HTTPS,
+};
+
+/* A resolved socket address and the text it was written as. */
+struct conf_addr {
+    char text[280];                 /* "host:port" or "[v6]:port", as written */
+    struct sockaddr_storage ss;
+    socklen_t len;
+};
+
+/* "3" or "50%": min_servers. */
+struct conf_count_or_percent {
+    uint32_t value;
+    bool is_percent;
+};
+
+/* check_expect: accepted HTTP status codes as inclusive ranges. */
+#define CONF_EXPECT_MAX_RANGES 16
+struct conf_expect {
+    size_t nranges;
+    struct { uint16_t lo, hi; } ranges[CONF_EXPECT_MAX_RANGES];
+};
+
+struct conf_global {
+    uint32_t workers;               /* 0 in the file = one per CPU; resolved
+                                       to the CPU count by conf_load */
+    uint32_t max_connections;
+    enum conf_log_level log_level;
+    uint64_t shutdown_timeout_ms;
+};
+
+struct conf_health {
+    uint32_t threads;
+};
+
+struct conf_admin {
+    struct conf_addr listen;
+    char *token;                    /* "" when unset */
+};
+
+struct conf_server {
+    char *name;
+    struct conf_addr addr;
+    uint32_t weight;
+    int line;
+};
+
+struct conf_pool {
+    char *name;
+    int line;                       /* of the [pool NAME] header */
+    enum conf_balance balance;
+    struct conf_server *servers;
+    size_t nservers;
+    uint64_t connect_timeout_ms;
+    uint64_t idle_timeout_ms;
+    uint32_t retries;
+
+    /* health checks (issue 3) */
+    enum conf_check check;
+    char *check_path;
+    char *check_host;               /* "" = the server's address */
+    struct conf_expect check_expect;
+    uint32_t check_port;            /* 0 = the server's own port */
+    uint64_t check_interval_ms;
+    uint64_t check_timeout_ms;
+    uint32_t rise;
+    uint32_t fall;
+    bool check_verify;
+    char *check_ca;                 /* "" when unset */
+
+    /* removal (issue 5) */
+    struct conf_count_or_percent min_servers;
+    uint64_t drain_timeout_ms;
+    uint32_t observe_errors;
+};
+
+struct conf_frontend {
+    char *name;
+    int line;
+    struct conf_addr listen;
+    char *pool_name;
+    size_t pool_index;              /* into conf.pools, resolved by conf_load */
+};
+
+struct conf {
+    char *file;                     /* the path given to conf_load */
+    struct conf_global global;
+    struct conf_health health;
+    struct conf_admin admin;
+    struct conf_frontend *frontends;
+    size_t nfrontends;
+    struct conf_pool *pools;
+    size_t npools;
+};
+
+/* Reads, parses and validates the file at path.
+ * Success: returns 0 and *out, which the caller frees with conf_free.
+ * Failure: returns -1 and *errors, a malloc'd string holding one
+ * "FILE:LINE: message\n" per problem found (the caller frees it); *out is
+ * left NULL. Any thread; no global state. */
+int conf_load(const char *path, struct conf **out, char **errors);
+void conf_free(struct conf *c);
+
+/* Names for logs and JSON. */
+const char *conf_balance_name(enum conf_balance b);
+const char *conf_log_level_name(enum conf_log_level l);
+const char *conf_check_name(enum conf_check c);
+
+#endif /* CONF_H */
