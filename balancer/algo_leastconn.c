@@ -1,0 +1,43 @@
+/*
+ * algo_leastconn.c - fewest active connections relative to weight.
+ *
+ * Suits long and uneven connections, where round robin would keep sending
+ * to a server stuck with slow clients. The counts are shared by all workers
+ * (atomics in the pool), so each worker sees the others' load, a few
+ * connections late at most.
+ */
+#include "bal_algo.h"
+
+/* Ties are broken round robin without weights (nginx weighs them): the
+ * scan starts where the previous pick of this cursor left off, so servers
+ * with equal load take turns. Under real traffic ties are short-lived,
+ * since each pick adds to the winner's count; they matter mostly when the
+ * pool is idle, where taking turns is what an operator expects. */
+int bal_algo_leastconn_pick(const struct bal_pool *p, struct bal_cursor *c,
+                            const uint32_t *tried, size_t ntried)
+{
+    size_t n = p->nservers;
+    size_t i = c->lc_next < n ? c->lc_next : 0;
+    uint64_t best_active = 0, best_weight = 1;
+    int best = -1;
+
+    for (size_t k = 0; k < n; k++, i = (i + 1 == n) ? 0 : i + 1) {
+        uint64_t active, weight;
+
+        if (!bal_server_eligible(p, i, tried, ntried))
+            continue;
+        active = atomic_load_explicit(&p->servers[i].active_connections,
+                                      memory_order_relaxed);
+        weight = p->servers[i].weight;
+        /* active/weight < best_active/best_weight without a division: both
+         * factors are below 2^32, so the products fit in 64 bits. */
+        if (best < 0 || active * best_weight < best_active * weight) {
+            best = (int)i;
+            best_active = active;
+            best_weight = weight;
+        }
+    }
+    if (best >= 0)
+        c->lc_next = ((size_t)best + 1 == n) ? 0 : (size_t)best + 1;
+    return best;
+}

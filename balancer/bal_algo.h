@@ -1,0 +1,70 @@
+/*
+ * bal_algo.h - what pool.c shares with the algorithm files; not for other
+ * modules, which use bal.h only.
+ */
+#ifndef BAL_ALGO_H
+#define BAL_ALGO_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bal.h"
+
+/* Per-worker pick state for one pool. Allocated in one block by
+ * bal_cursor_new() and freed by bal_cursor_free(); only the thread that owns
+ * it reads or writes it, so nothing here is atomic. */
+struct bal_cursor {
+    size_t nservers;          /* size of the pool it was built for: a cursor
+                                 of another pool must not index past its
+                                 arrays */
+    size_t rr_start;          /* where the round-robin scan begins, so that
+                                 equal weights start on a different server in
+                                 each worker; fixed for the cursor's life */
+    size_t lc_next;           /* where the next leastconn scan begins: moves
+                                 past each pick so tied servers take turns */
+    uint64_t rng;             /* splitmix64 state of the random algorithm */
+    int64_t current_weight[]; /* smooth round robin, one per server */
+};
+
+/* The splitmix64 finalizer: a bijection with full avalanche, shared by the
+ * hash, the random generator and rendezvous hashing. */
+static inline uint64_t bal_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+/* True when server i may be picked: in rotation and not yet tried by this
+ * connection. tried[] holds a handful of retries at most, so a linear scan
+ * beats any set structure. */
+static inline bool bal_server_eligible(const struct bal_pool *p, size_t i,
+                                       const uint32_t *tried, size_t ntried)
+{
+    if (!atomic_load_explicit(&p->servers[i].in_rotation,
+                              memory_order_relaxed))
+        return false;
+    for (size_t k = 0; k < ntried; k++)
+        if (tried[k] == i)
+            return false;
+    return true;
+}
+
+/* The algorithms, called by bal_pick() once it has checked that the cursor
+ * matches the pool and that the pool is not empty. Each returns a server
+ * index or -1 when none is eligible. Caller's thread owns the cursor. */
+int bal_algo_rr_pick(const struct bal_pool *p, struct bal_cursor *c,
+                     const uint32_t *tried, size_t ntried);
+int bal_algo_leastconn_pick(const struct bal_pool *p, struct bal_cursor *c,
+                            const uint32_t *tried, size_t ntried);
+int bal_algo_source_pick(const struct bal_pool *p, uint64_t client_hash,
+                         const uint32_t *tried, size_t ntried);
+int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
+                         const uint32_t *tried, size_t ntried);
+
+#endif /* BAL_ALGO_H */

@@ -1,0 +1,173 @@
+/*
+ * pool.c - the pool of servers, per-worker cursors, rotation and connection
+ * accounting, and the dispatch of bal_pick() to the algorithms.
+ */
+#include <assert.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bal.h"
+#include "bal_algo.h"
+
+/* Main thread, while building a generation. The pool copies what it needs
+ * from weights[] and names[]; the caller keeps ownership of both. */
+struct bal_pool *bal_pool_new(enum bal_algo algo, size_t n,
+                              const uint32_t *weights,
+                              const char *const *names)
+{
+    struct bal_pool *p;
+
+    /* Picks are returned as int and tried[] holds uint32_t: a larger pool
+     * could not be addressed. It could not be allocated either, hence the
+     * same NULL as out of memory. */
+    if (n > INT_MAX)
+        return NULL;
+
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->algo = algo;
+    p->nservers = n;
+    if (n == 0)
+        return p;   /* calloc(0) may return NULL, which is not a failure */
+
+    p->servers = calloc(n, sizeof(*p->servers));
+    if (p->servers == NULL) {
+        free(p);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct bal_server *s = &p->servers[i];
+
+        /* conf/ rejects weight 0; clamping keeps the random algorithm from
+         * dividing by a zero total if a caller ever forgets. */
+        s->weight = weights[i] > 0 ? weights[i] : 1;
+        s->id_hash = bal_hash_bytes(names[i], strlen(names[i]));
+        atomic_init(&s->in_rotation, true);
+        atomic_init(&s->active_connections, 0);
+    }
+    return p;
+}
+
+/* Main thread, once no worker can pick from the pool any more. */
+void bal_pool_free(struct bal_pool *p)
+{
+    if (p == NULL)
+        return;
+    free(p->servers);
+    p->servers = NULL;
+    free(p);
+}
+
+/* Any thread; the cursor then belongs to one worker. With seed 0 a fresh
+ * cursor starts exactly where nginx starts, which the unit tests rely on. */
+struct bal_cursor *bal_cursor_new(const struct bal_pool *p, uint64_t seed)
+{
+    size_t n = p->nservers;
+    struct bal_cursor *c;
+
+    c = calloc(1, sizeof(*c) + n * sizeof(c->current_weight[0]));
+    if (c == NULL)
+        return NULL;
+    c->nservers = n;
+    if (n > 0) {
+        /* Only the scan's start moves with the seed, not the smooth weights:
+         * advancing the weights would cost O(n * total weight) here, while
+         * a different start already spreads workers over equal servers,
+         * the case where they would otherwise all pick server 0 first. */
+        c->rr_start = (size_t)(seed % n);
+        c->lc_next = c->rr_start;
+    }
+    c->rng = seed;
+    return c;
+}
+
+void bal_cursor_free(struct bal_cursor *c)
+{
+    free(c);
+}
+
+/* Worker thread owning c. The cost is O(nservers) for every algorithm (plus
+ * a log() per eligible server for source), times ntried for the tried[]
+ * scan. */
+int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
+             uint64_t client_hash, const uint32_t *tried, size_t ntried)
+{
+    /* A cursor built for another pool would index outside its arrays:
+     * refusing to pick is safer than corrupting memory. */
+    if (p->nservers == 0 || c->nservers != p->nservers)
+        return -1;
+
+    switch (p->algo) {
+    case BAL_ALGO_ROUNDROBIN:
+        return bal_algo_rr_pick(p, c, tried, ntried);
+    case BAL_ALGO_LEASTCONN:
+        return bal_algo_leastconn_pick(p, c, tried, ntried);
+    case BAL_ALGO_SOURCE:
+        return bal_algo_source_pick(p, client_hash, tried, ntried);
+    case BAL_ALGO_RANDOM:
+        return bal_algo_random_pick(p, c, tried, ntried);
+    }
+    return -1;
+}
+
+/* Relaxed order throughout: these are counters and flags that a pick reads
+ * as a hint, not locks guarding other memory. A worker that sees a server
+ * leave rotation one pick late sends it one more connection, which the
+ * daemon's retry handles anyway. */
+
+void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in)
+{
+    atomic_store_explicit(&p->servers[i].in_rotation, in,
+                          memory_order_relaxed);
+}
+
+bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
+{
+    return atomic_load_explicit(&p->servers[i].in_rotation,
+                                memory_order_relaxed);
+}
+
+void bal_server_conn_start(struct bal_pool *p, size_t i)
+{
+    atomic_fetch_add_explicit(&p->servers[i].active_connections, 1,
+                              memory_order_relaxed);
+}
+
+void bal_server_conn_end(struct bal_pool *p, size_t i)
+{
+    uint32_t prev = atomic_fetch_sub_explicit(
+        &p->servers[i].active_connections, 1, memory_order_relaxed);
+
+    /* Ending a connection that never started is a daemon bug: debug builds
+     * stop here. Release builds put the count back to 0 rather than leave
+     * it at 4 billion, where leastconn and random would starve the server
+     * for good. */
+    assert(prev != 0);
+    if (prev == 0)
+        atomic_fetch_add_explicit(&p->servers[i].active_connections, 1,
+                                  memory_order_relaxed);
+}
+
+uint32_t bal_server_active(const struct bal_pool *p, size_t i)
+{
+    return atomic_load_explicit(&p->servers[i].active_connections,
+                                memory_order_relaxed);
+}
+
+/* FNV-1a is short and good enough to spread bytes over 64 bits, but its low
+ * bits and short inputs avalanche poorly (an IPv4 address is 4 bytes), so
+ * the finalizer mixes every input bit into every output bit. Inputs are
+ * addresses and names of a few dozen bytes, so byte-at-a-time is fine. */
+uint64_t bal_hash_bytes(const void *data, size_t len)
+{
+    const unsigned char *b = data;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return bal_mix64(h ^ len);
+}

@@ -1,0 +1,310 @@
+/*
+ * conf.c - conf_load: read the file, parse it, merge defaults, check, and
+ * hand back either a struct conf or every problem found.
+ *
+ * The steps, in order: read the whole file (so NUL bytes and the size can
+ * be checked, which fgets cannot), refuse binary data, let conf_ini.c fill
+ * struct conf through inih, fill in defaults in one merge step, then run
+ * the whole-file checks of conf_check.c. Each step reports what it finds
+ * and the next ones still run, so one pass reports everything; a binary or
+ * unreadable file stops early, since its lines would only add noise.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "conf_keys.h"
+#include "conf_parse.h"
+#include "conf_value.h"
+
+/* Far above any real config; stops "-c /dev/zero" from eating memory. */
+#define CONF_FILE_MAX (16u * 1024 * 1024)
+
+static int conf_read_file(struct conf_parse *p);
+static int conf_check_text(struct conf_parse *p);
+static void conf_merge(struct conf_parse *p);
+static void conf_resolve_workers(struct conf *c);
+static int conf_error_cmp(const void *a, const void *b);
+static char *conf_errors_join(struct conf_parse *p);
+static void conf_parse_fini(struct conf_parse *p);
+
+int
+conf_load(const char *path, struct conf **out, char **errors)
+{
+    struct conf_parse p;
+    int rc = -1;
+
+    *out = NULL;
+    *errors = NULL;
+    memset(&p, 0, sizeof(p));
+    p.file = path;
+    p.c = calloc(1, sizeof(*p.c));
+    if (p.c == NULL || (p.c->file = strdup(path)) == NULL) {
+        p.oom = true;
+    } else if (conf_read_file(&p) == 0 && conf_check_text(&p) == 0) {
+        conf_ini_parse(&p);
+        if (!p.has_content)
+            conf_error(&p, 1, "file is empty (expected sections such as "
+                       "[frontend NAME] and [pool NAME])");
+        conf_merge(&p);
+        conf_check(&p);
+    }
+
+    if (p.nerrors == 0 && p.nerrors_dropped == 0 && !p.oom) {
+        conf_resolve_workers(p.c);
+        *out = p.c;
+        p.c = NULL;
+        rc = 0;
+    } else {
+        *errors = conf_errors_join(&p);
+    }
+    conf_parse_fini(&p);
+    return rc;
+}
+
+void
+conf_free(struct conf *c)
+{
+    size_t i, j;
+
+    if (c == NULL)
+        return;
+    free(c->file);
+    free(c->admin.token);
+    for (i = 0; i < c->nfrontends; i++) {
+        free(c->frontends[i].name);
+        free(c->frontends[i].pool_name);
+    }
+    free(c->frontends);
+    for (i = 0; i < c->npools; i++) {
+        struct conf_pool *pool = &c->pools[i];
+        for (j = 0; j < pool->nservers; j++)
+            free(pool->servers[j].name);
+        free(pool->servers);
+        free(pool->name);
+        free(pool->check_path);
+        free(pool->check_host);
+        free(pool->check_ca);
+    }
+    free(c->pools);
+    free(c);
+}
+
+void
+conf_error(struct conf_parse *p, int line, const char *fmt, ...)
+{
+    struct conf_error *e;
+    char msg[1024];
+    size_t size;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    /* A text file of garbage would otherwise give one message per line. */
+    if (p->nerrors == CONF_ERRORS_MAX) {
+        p->nerrors_dropped++;
+        return;
+    }
+    if (p->nerrors == p->errors_cap) {
+        size_t ncap = p->errors_cap ? p->errors_cap * 2 : 8;
+        e = realloc(p->errors, ncap * sizeof(*e));
+        if (e == NULL) {
+            p->oom = true;
+            return;
+        }
+        p->errors = e;
+        p->errors_cap = ncap;
+    }
+    e = &p->errors[p->nerrors];
+    size = strlen(p->file) + strlen(msg) + 16;
+    e->text = malloc(size);
+    if (e->text == NULL) {
+        p->oom = true;
+        return;
+    }
+    if (line > 0)
+        snprintf(e->text, size, "%s:%d: %s", p->file, line, msg);
+    else
+        snprintf(e->text, size, "%s: %s", p->file, msg);
+    e->line = line;
+    e->seq = p->nerrors++;
+}
+
+void *
+conf_parse_object(struct conf_parse *p, int kind, size_t index,
+                  struct conf_lines **lines)
+{
+    switch (kind) {
+    case CONF_SECTION_GLOBAL:
+        *lines = &p->single[kind];
+        return &p->c->global;
+    case CONF_SECTION_HEALTH:
+        *lines = &p->single[kind];
+        return &p->c->health;
+    case CONF_SECTION_ADMIN:
+        *lines = &p->single[kind];
+        return &p->c->admin;
+    case CONF_SECTION_FRONTEND:
+        *lines = &p->frontend_lines[index];
+        return &p->c->frontends[index];
+    default:
+        *lines = &p->pool_lines[index];
+        return &p->c->pools[index];
+    }
+}
+
+static int
+conf_read_file(struct conf_parse *p)
+{
+    char ebuf[128];
+    size_t cap = 0, n;
+    FILE *f;
+    int err = 0;
+
+    f = fopen(p->file, "rb");
+    if (f == NULL) {
+        conf_error(p, 0, "cannot open: %s",
+                   conf_strerror(errno, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    do {
+        if (p->len > CONF_FILE_MAX) {
+            conf_error(p, 0, "file is too large (more than %u MiB)",
+                       CONF_FILE_MAX / (1024 * 1024));
+            fclose(f);
+            return -1;
+        }
+        if (p->len == cap) {
+            char *grown;
+            cap = cap ? cap * 2 : 4096;
+            /* + 1: room for a terminating NUL */
+            grown = realloc(p->buf, cap + 1);
+            if (grown == NULL) {
+                p->oom = true;
+                fclose(f);
+                return -1;
+            }
+            p->buf = grown;
+        }
+        n = fread(p->buf + p->len, 1, cap - p->len, f);
+        p->len += n;
+    } while (n != 0);
+    if (ferror(f))
+        err = errno != 0 ? errno : EIO;
+    fclose(f);
+    if (err != 0) {
+        /* e.g. EISDIR: fopen() opens a directory, reading it fails */
+        conf_error(p, 0, "cannot read: %s",
+                   conf_strerror(err, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    p->buf[p->len] = '\0';
+    return 0;
+}
+
+/* A binary file would give one confusing message per line; one that says
+ * where the binary data starts is more useful. */
+static int
+conf_check_text(struct conf_parse *p)
+{
+    unsigned char byte;
+    size_t col;
+    int line;
+
+    if (!conf_find_binary(p->buf, p->len, &line, &col, &byte))
+        return 0;
+    conf_error(p, line, "binary data (byte 0x%02x at column %zu)", byte, col);
+    return -1;
+}
+
+/* Fills in the defaults of every key a section did not set, sections never
+ * written included: [global] may be missing from the file and still has its
+ * defaults. A key set to a rejected value keeps its zero: the file fails
+ * anyway, and the checks skip such keys. */
+static void
+conf_merge(struct conf_parse *p)
+{
+    struct conf_lines *lines;
+    char err[512];
+    size_t i;
+    int kind;
+
+    for (kind = 0; kind < CONF_SECTION_KINDS; kind++) {
+        size_t n = kind == CONF_SECTION_FRONTEND ? p->c->nfrontends
+                 : kind == CONF_SECTION_POOL ? p->c->npools : 1;
+        for (i = 0; i < n; i++) {
+            void *obj = conf_parse_object(p, kind, i, &lines);
+            if (conf_keys_merge(kind, obj, lines->key, err, sizeof(err)) != 0)
+                conf_error(p, 0, "%s", err);
+        }
+    }
+}
+
+static void
+conf_resolve_workers(struct conf *c)
+{
+    long n;
+
+    if (c->global.workers != 0)
+        return;
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    c->global.workers = n >= 1 ? (uint32_t)n : 1;
+}
+
+static int
+conf_error_cmp(const void *a, const void *b)
+{
+    const struct conf_error *x = a, *y = b;
+
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The errors sorted by line, one per line, each ending in '\n'. NULL only
+ * when even that cannot be allocated. */
+static char *
+conf_errors_join(struct conf_parse *p)
+{
+    char tail[256] = "";
+    size_t i, size = 1, used = 0;
+    char *s;
+
+    qsort(p->errors, p->nerrors, sizeof(*p->errors), conf_error_cmp);
+    if (p->nerrors_dropped != 0)
+        snprintf(tail, sizeof(tail), "%s: %zu more problems not shown\n",
+                 p->file, p->nerrors_dropped);
+    else if (p->oom)
+        snprintf(tail, sizeof(tail), "%s: out of memory\n", p->file);
+    for (i = 0; i < p->nerrors; i++)
+        size += strlen(p->errors[i].text) + 1;
+    size += strlen(tail);
+    s = malloc(size);
+    if (s == NULL)
+        return NULL;
+    for (i = 0; i < p->nerrors; i++)
+        used += (size_t)snprintf(s + used, size - used, "%s\n",
+                                 p->errors[i].text);
+    snprintf(s + used, size - used, "%s", tail);
+    return s;
+}
+
+static void
+conf_parse_fini(struct conf_parse *p)
+{
+    size_t i;
+
+    for (i = 0; i < p->nerrors; i++)
+        free(p->errors[i].text);
+    free(p->errors);
+    free(p->buf);
+    free(p->frontend_lines);
+    free(p->pool_lines);
+    conf_free(p->c);
+}

@@ -1,0 +1,182 @@
+/*
+ * conf_check.c - the checks that need the whole file: required keys,
+ * duplicate names, references between sections, listen conflicts, and
+ * relations between keys. They run after the defaults are merged.
+ *
+ * A key whose value was rejected is skipped here (lines->bad): its error
+ * is already reported, and checking the default that stands in for it
+ * would report the same cause twice.
+ */
+#include <string.h>
+
+#include "conf.h"
+#include "conf_keys.h"
+#include "conf_parse.h"
+#include "conf_value.h"
+
+static void conf_check_required(struct conf_parse *p, int kind,
+                                const char *name,
+                                const struct conf_lines *lines);
+static void conf_check_listen(struct conf_parse *p, size_t i, int line);
+static void conf_check_frontends(struct conf_parse *p);
+static void conf_check_servers(struct conf_parse *p,
+                               const struct conf_pool *pool);
+static void conf_check_pools(struct conf_parse *p);
+
+void
+conf_check(struct conf_parse *p)
+{
+    conf_check_frontends(p);
+    conf_check_pools(p);
+}
+
+/* Reported at the section header: the key is missing, so its line is. */
+static void
+conf_check_required(struct conf_parse *p, int kind, const char *name,
+                    const struct conf_lines *lines)
+{
+    const struct conf_key *keys;
+    size_t i, n;
+
+    keys = conf_keys_of(kind, &n);
+    for (i = 0; i < n; i++)
+        if ((keys[i].flags & CONF_KEY_REQUIRED) && lines->key[i] == 0)
+            conf_error(p, lines->header, "%s %s: %s is required",
+                       conf_section_kind_name(kind), name, keys[i].name);
+}
+
+/* Two listeners on one port would both bind with SO_REUSEPORT and share
+ * its connections; a wildcard takes the port on every address. */
+static void
+conf_check_listen(struct conf_parse *p, size_t i, int line)
+{
+    const struct conf_frontend *fe = &p->c->frontends[i];
+    const struct conf_addr *a = &fe->listen;
+    const struct conf_lines *admin = &p->single[CONF_SECTION_ADMIN];
+    int klisten_fe = conf_key_find(CONF_SECTION_FRONTEND, "listen");
+    int klisten_admin = conf_key_find(CONF_SECTION_ADMIN, "listen");
+    size_t j;
+
+    for (j = 0; j < i; j++) {
+        const struct conf_frontend *other = &p->c->frontends[j];
+        const struct conf_lines *ol = &p->frontend_lines[j];
+        const struct conf_addr *b = &other->listen;
+
+        if (ol->key[klisten_fe] == 0 || ol->bad[klisten_fe] ||
+            !conf_addr_overlaps(a, b))
+            continue;
+        if (a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0)
+            conf_error(p, line, "frontend %s: listen %s is already used by "
+                       "frontend %s at line %d", fe->name, a->text,
+                       other->name, ol->key[klisten_fe]);
+        else
+            conf_error(p, line, "frontend %s: listen %s overlaps listen %s "
+                       "of frontend %s at line %d", fe->name, a->text,
+                       b->text, other->name, ol->key[klisten_fe]);
+        return;
+    }
+    if (!admin->bad[klisten_admin] &&
+        conf_addr_overlaps(a, &p->c->admin.listen)) {
+        if (admin->key[klisten_admin] != 0)
+            conf_error(p, line, "frontend %s: listen %s overlaps the [admin] "
+                       "listen %s at line %d", fe->name, a->text,
+                       p->c->admin.listen.text, admin->key[klisten_admin]);
+        else
+            conf_error(p, line, "frontend %s: listen %s overlaps the [admin] "
+                       "listen %s (its default)", fe->name, a->text,
+                       p->c->admin.listen.text);
+    }
+}
+
+static void
+conf_check_frontends(struct conf_parse *p)
+{
+    struct conf *c = p->c;
+    int kpool = conf_key_find(CONF_SECTION_FRONTEND, "pool");
+    int klisten = conf_key_find(CONF_SECTION_FRONTEND, "listen");
+    size_t i, j;
+
+    for (i = 0; i < c->nfrontends; i++) {
+        struct conf_frontend *fe = &c->frontends[i];
+        const struct conf_lines *l = &p->frontend_lines[i];
+
+        for (j = 0; j < i; j++) {
+            if (strcmp(c->frontends[j].name, fe->name) == 0) {
+                conf_error(p, fe->line, "frontend \"%s\" is already defined "
+                           "at line %d", fe->name, c->frontends[j].line);
+                break;
+            }
+        }
+        conf_check_required(p, CONF_SECTION_FRONTEND, fe->name, l);
+        if (l->key[klisten] != 0 && !l->bad[klisten])
+            conf_check_listen(p, i, l->key[klisten]);
+        if (fe->pool_name == NULL || l->bad[kpool])
+            continue;
+        for (j = 0; j < c->npools; j++)
+            if (strcmp(c->pools[j].name, fe->pool_name) == 0)
+                break;
+        if (j == c->npools)
+            conf_error(p, l->key[kpool], "frontend %s: pool \"%s\" does not "
+                       "exist", fe->name, fe->pool_name);
+        else
+            fe->pool_index = j;
+    }
+}
+
+static void
+conf_check_servers(struct conf_parse *p, const struct conf_pool *pool)
+{
+    size_t i, j;
+
+    for (i = 0; i < pool->nservers; i++) {
+        const struct conf_server *s = &pool->servers[i];
+        for (j = 0; j < i; j++) {
+            if (strcmp(pool->servers[j].name, s->name) == 0) {
+                conf_error(p, s->line, "server \"%s\" is already defined at "
+                           "line %d in pool %s", s->name,
+                           pool->servers[j].line, pool->name);
+                break;
+            }
+        }
+    }
+}
+
+static void
+conf_check_pools(struct conf_parse *p)
+{
+    struct conf *c = p->c;
+    int kserver = conf_key_find(CONF_SECTION_POOL, "server");
+    int ktimeout = conf_key_find(CONF_SECTION_POOL, "check_timeout");
+    int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
+    size_t i, j;
+
+    for (i = 0; i < c->npools; i++) {
+        const struct conf_pool *pool = &c->pools[i];
+        const struct conf_lines *l = &p->pool_lines[i];
+
+        for (j = 0; j < i; j++) {
+            if (strcmp(c->pools[j].name, pool->name) == 0) {
+                conf_error(p, pool->line, "pool \"%s\" is already defined at "
+                           "line %d", pool->name, c->pools[j].line);
+                break;
+            }
+        }
+        conf_check_required(p, CONF_SECTION_POOL, pool->name, l);
+        /* A rejected server line already explains an empty pool. */
+        if (pool->nservers == 0 && !l->bad[kserver])
+            conf_error(p, pool->line, "pool %s has no servers", pool->name);
+        conf_check_servers(p, pool);
+
+        /* A probe that may outlast its interval would overlap the next. */
+        if (!l->bad[ktimeout] && !l->bad[kinterval] &&
+            pool->check_timeout_ms > pool->check_interval_ms) {
+            char t[32], iv[32];
+            int line = l->key[ktimeout] ? l->key[ktimeout]
+                     : l->key[kinterval] ? l->key[kinterval] : pool->line;
+            conf_format_duration(pool->check_timeout_ms, t, sizeof(t));
+            conf_format_duration(pool->check_interval_ms, iv, sizeof(iv));
+            conf_error(p, line, "pool %s: check_timeout %s is longer than "
+                       "check_interval %s", pool->name, t, iv);
+        }
+    }
+}

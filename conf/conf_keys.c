@@ -1,0 +1,406 @@
+/*
+ * conf_keys.c - the key tables and the typed setters they point to.
+ */
+#include "conf_keys.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "conf_value.h"
+
+typedef int (*conf_set_pt)(const struct conf_key *k, void *field,
+                           const char *value, int line, char *err,
+                           size_t errlen);
+
+struct conf_section_table {
+    const char *name;
+    const struct conf_key *keys;
+    size_t nkeys;
+};
+
+static int conf_set_count(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen);
+static int conf_set_duration(const struct conf_key *k, void *field,
+                             const char *value, int line, char *err,
+                             size_t errlen);
+static int conf_set_enum(const struct conf_key *k, void *field,
+                         const char *value, int line, char *err,
+                         size_t errlen);
+static int conf_set_string(const struct conf_key *k, void *field,
+                           const char *value, int line, char *err,
+                           size_t errlen);
+static int conf_set_listen(const struct conf_key *k, void *field,
+                           const char *value, int line, char *err,
+                           size_t errlen);
+static int conf_set_bool(const struct conf_key *k, void *field,
+                         const char *value, int line, char *err,
+                         size_t errlen);
+static int conf_set_count_or_percent(const struct conf_key *k, void *field,
+                                     const char *value, int line, char *err,
+                                     size_t errlen);
+static int conf_set_expect(const struct conf_key *k, void *field,
+                           const char *value, int line, char *err,
+                           size_t errlen);
+static int conf_set_server(const struct conf_key *k, void *field,
+                           const char *value, int line, char *err,
+                           size_t errlen);
+
+/* Enum fields are written through an int: the compiler may pick any
+ * integer type for an enum, so make sure it picked int's size. */
+_Static_assert(sizeof(enum conf_balance) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_log_level) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_check) == sizeof(int), "enum size");
+
+/* Indexed by the enums of conf.h, so their order is the enums' order. */
+static const char *const conf_balance_names[] = {
+    "roundrobin", "leastconn", "source", "random", NULL
+};
+static const char *const conf_log_level_names[] = {
+    "debug", "info", "warn", "error", NULL
+};
+static const char *const conf_check_names[] = {
+    "none", "tcp", "http", "https", NULL
+};
+
+/* One setter per type; the table rows only name the type. */
+static const conf_set_pt conf_setters[CONF_TYPES] = {
+    [CONF_TYPE_COUNT] = conf_set_count,
+    [CONF_TYPE_DURATION] = conf_set_duration,
+    [CONF_TYPE_ENUM] = conf_set_enum,
+    [CONF_TYPE_STRING] = conf_set_string,
+    [CONF_TYPE_WORD] = conf_set_string,
+    [CONF_TYPE_PATH] = conf_set_string,
+    [CONF_TYPE_NAME] = conf_set_string,
+    [CONF_TYPE_LISTEN] = conf_set_listen,
+    [CONF_TYPE_BOOL] = conf_set_bool,
+    [CONF_TYPE_COUNT_OR_PERCENT] = conf_set_count_or_percent,
+    [CONF_TYPE_EXPECT] = conf_set_expect,
+    [CONF_TYPE_SERVER] = conf_set_server,
+};
+
+/* Duration bounds in milliseconds. */
+#define CONF_MSEC(n) ((uint64_t)(n))
+#define CONF_HOURS(n) ((uint64_t)(n) * 3600 * 1000)
+
+#define CONF_COUNT(s, f, def, lo, hi) \
+    { #f, CONF_TYPE_COUNT, offsetof(s, f), def, lo, hi, NULL, 0 }
+#define CONF_DURATION(s, key, f, def, lo, hi) \
+    { key, CONF_TYPE_DURATION, offsetof(s, f), def, lo, hi, NULL, 0 }
+#define CONF_ENUM(s, f, def, names) \
+    { #f, CONF_TYPE_ENUM, offsetof(s, f), def, 0, 0, names, 0 }
+#define CONF_TYPED(s, key, f, type, def, flags) \
+    { key, type, offsetof(s, f), def, 0, 0, NULL, flags }
+
+static const struct conf_key conf_global_keys[] = {
+    CONF_COUNT(struct conf_global, workers, "0", 0, 256),
+    CONF_COUNT(struct conf_global, max_connections, "10000", 1, 1000000),
+    CONF_ENUM(struct conf_global, log_level, "info", conf_log_level_names),
+    CONF_DURATION(struct conf_global, "shutdown_timeout", shutdown_timeout_ms,
+                  "30s", 0, CONF_HOURS(1)),
+};
+
+static const struct conf_key conf_health_keys[] = {
+    CONF_COUNT(struct conf_health, threads, "2", 1, 64),
+};
+
+static const struct conf_key conf_admin_keys[] = {
+    CONF_TYPED(struct conf_admin, "listen", listen, CONF_TYPE_LISTEN,
+               "127.0.0.1:9900", 0),
+    CONF_TYPED(struct conf_admin, "token", token, CONF_TYPE_STRING, "", 0),
+};
+
+static const struct conf_key conf_frontend_keys[] = {
+    CONF_TYPED(struct conf_frontend, "listen", listen, CONF_TYPE_LISTEN, NULL,
+               CONF_KEY_REQUIRED),
+    CONF_TYPED(struct conf_frontend, "pool", pool_name, CONF_TYPE_NAME, NULL,
+               CONF_KEY_REQUIRED),
+};
+
+static const struct conf_key conf_pool_keys[] = {
+    CONF_ENUM(struct conf_pool, balance, "roundrobin", conf_balance_names),
+    CONF_TYPED(struct conf_pool, "server", servers, CONF_TYPE_SERVER, NULL,
+               CONF_KEY_REPEATABLE),
+    CONF_DURATION(struct conf_pool, "connect_timeout", connect_timeout_ms,
+                  "1s", CONF_MSEC(1), CONF_HOURS(1)),
+    CONF_DURATION(struct conf_pool, "idle_timeout", idle_timeout_ms, "5m",
+                  CONF_MSEC(1), CONF_HOURS(24)),
+    CONF_COUNT(struct conf_pool, retries, "2", 0, 32),
+    CONF_ENUM(struct conf_pool, check, "tcp", conf_check_names),
+    CONF_TYPED(struct conf_pool, "check_path", check_path, CONF_TYPE_PATH,
+               "/", 0),
+    CONF_TYPED(struct conf_pool, "check_host", check_host, CONF_TYPE_WORD, "",
+               0),
+    CONF_TYPED(struct conf_pool, "check_expect", check_expect,
+               CONF_TYPE_EXPECT, "200-399", 0),
+    CONF_COUNT(struct conf_pool, check_port, "0", 0, 65535),
+    CONF_DURATION(struct conf_pool, "check_interval", check_interval_ms, "2s",
+                  CONF_MSEC(1), CONF_HOURS(1)),
+    CONF_DURATION(struct conf_pool, "check_timeout", check_timeout_ms, "1s",
+                  CONF_MSEC(1), CONF_HOURS(1)),
+    CONF_COUNT(struct conf_pool, rise, "2", 1, 100),
+    CONF_COUNT(struct conf_pool, fall, "3", 1, 100),
+    CONF_TYPED(struct conf_pool, "check_verify", check_verify, CONF_TYPE_BOOL,
+               "off", 0),
+    CONF_TYPED(struct conf_pool, "check_ca", check_ca, CONF_TYPE_STRING, "",
+               0),
+    { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
+      offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
+    CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",
+                  0, CONF_HOURS(24)),
+    CONF_COUNT(struct conf_pool, observe_errors, "3", 0, 1000),
+};
+
+#define CONF_TABLE(name, keys) { name, keys, sizeof(keys) / sizeof(keys[0]) }
+
+static const struct conf_section_table conf_sections[CONF_SECTION_KINDS] = {
+    [CONF_SECTION_GLOBAL] = CONF_TABLE("global", conf_global_keys),
+    [CONF_SECTION_HEALTH] = CONF_TABLE("health", conf_health_keys),
+    [CONF_SECTION_ADMIN] = CONF_TABLE("admin", conf_admin_keys),
+    [CONF_SECTION_FRONTEND] = CONF_TABLE("frontend", conf_frontend_keys),
+    [CONF_SECTION_POOL] = CONF_TABLE("pool", conf_pool_keys),
+};
+
+_Static_assert(sizeof(conf_pool_keys) / sizeof(conf_pool_keys[0]) <=
+               CONF_KEYS_MAX, "raise CONF_KEYS_MAX");
+
+const char *
+conf_section_kind_name(enum conf_section_kind kind)
+{
+    return conf_sections[kind].name;
+}
+
+const struct conf_key *
+conf_keys_of(enum conf_section_kind kind, size_t *n)
+{
+    *n = conf_sections[kind].nkeys;
+    return conf_sections[kind].keys;
+}
+
+int
+conf_key_find(enum conf_section_kind kind, const char *name)
+{
+    const struct conf_section_table *t = &conf_sections[kind];
+    size_t i;
+
+    for (i = 0; i < t->nkeys; i++)
+        if (strcmp(t->keys[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int
+conf_key_set(const struct conf_key *k, void *obj, const char *value,
+             int line, char *err, size_t errlen)
+{
+    char msg[384];
+
+    /* The server setter needs the whole pool (array and count). */
+    void *field = k->type == CONF_TYPE_SERVER ? obj : (char *)obj + k->offset;
+
+    if (conf_setters[k->type](k, field, value, line, msg, sizeof(msg)) == 0)
+        return 0;
+    if (k->type == CONF_TYPE_SERVER)
+        snprintf(err, errlen, "%s", msg);
+    else
+        snprintf(err, errlen, "%s: %s", k->name, msg);
+    return -1;
+}
+
+int
+conf_keys_merge(enum conf_section_kind kind, void *obj, const int *key_line,
+                char *err, size_t errlen)
+{
+    const struct conf_section_table *t = &conf_sections[kind];
+    size_t i;
+
+    for (i = 0; i < t->nkeys; i++) {
+        const struct conf_key *k = &t->keys[i];
+        if (k->def == NULL || key_line[i] != 0)
+            continue;
+        if (conf_key_set(k, obj, k->def, 0, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+conf_set_count(const struct conf_key *k, void *field, const char *value,
+               int line, char *err, size_t errlen)
+{
+    uint64_t v;
+
+    if (conf_parse_uint(value, &v, err, errlen) != 0)
+        return -1;
+    if (v < k->min || v > k->max) {
+        snprintf(err, errlen, "%s is out of range (%llu..%llu)", value,
+                 (unsigned long long)k->min, (unsigned long long)k->max);
+        return -1;
+    }
+    *(uint32_t *)field = (uint32_t)v;
+    return 0;
+}
+
+static int
+conf_set_duration(const struct conf_key *k, void *field, const char *value,
+                  int line, char *err, size_t errlen)
+{
+    uint64_t v;
+
+    if (conf_parse_duration(value, &v, err, errlen) != 0)
+        return -1;
+    if (v < k->min || v > k->max) {
+        char lo[32], hi[32];
+        conf_format_duration(k->min, lo, sizeof(lo));
+        conf_format_duration(k->max, hi, sizeof(hi));
+        snprintf(err, errlen, "%s is out of range (%s..%s)", value, lo, hi);
+        return -1;
+    }
+    *(uint64_t *)field = v;
+    return 0;
+}
+
+static int
+conf_set_enum(const struct conf_key *k, void *field, const char *value,
+              int line, char *err, size_t errlen)
+{
+    int v;
+
+    if (conf_parse_enum(value, k->names, &v, err, errlen) != 0)
+        return -1;
+    memcpy(field, &v, sizeof(v));
+    return 0;
+}
+
+static int
+conf_set_string(const struct conf_key *k, void *field, const char *value,
+                int line, char *err, size_t errlen)
+{
+    char **dst = field;
+    char *copy;
+
+    switch (k->type) {
+    case CONF_TYPE_WORD:
+        if (strpbrk(value, " \t") != NULL) {
+            snprintf(err, errlen, "\"%s\" must not contain spaces", value);
+            return -1;
+        }
+        break;
+    case CONF_TYPE_PATH:
+        if (value[0] != '/' || strpbrk(value, " \t") != NULL) {
+            snprintf(err, errlen, "\"%s\" is not a path (it starts with / "
+                     "and has no spaces)", value);
+            return -1;
+        }
+        break;
+    case CONF_TYPE_NAME:
+        if (!conf_name_is_valid(value)) {
+            snprintf(err, errlen, "\"%s\" is not a valid name (use 1 to %d "
+                     "of A-Z a-z 0-9 _ . -)", value, CONF_NAME_MAX);
+            return -1;
+        }
+        break;
+    default:
+        break;
+    }
+    copy = strdup(value);
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
+static int
+conf_set_listen(const struct conf_key *k, void *field, const char *value,
+                int line, char *err, size_t errlen)
+{
+    return conf_parse_addr(value, true, field, err, errlen) == CONF_ADDR_OK
+               ? 0 : -1;
+}
+
+static int
+conf_set_bool(const struct conf_key *k, void *field, const char *value,
+              int line, char *err, size_t errlen)
+{
+    return conf_parse_bool(value, field, err, errlen);
+}
+
+static int
+conf_set_count_or_percent(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen)
+{
+    struct conf_count_or_percent v;
+
+    if (conf_parse_count_or_percent(value, &v, err, errlen) != 0)
+        return -1;
+    if (!v.is_percent && (v.value < k->min || v.value > k->max)) {
+        snprintf(err, errlen, "%s is out of range (%llu..%llu or 0%%..100%%)",
+                 value, (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        return -1;
+    }
+    *(struct conf_count_or_percent *)field = v;
+    return 0;
+}
+
+static int
+conf_set_expect(const struct conf_key *k, void *field, const char *value,
+                int line, char *err, size_t errlen)
+{
+    return conf_parse_expect(value, field, err, errlen);
+}
+
+static int
+conf_set_server(const struct conf_key *k, void *field, const char *value,
+                int line, char *err, size_t errlen)
+{
+    struct conf_pool *pool = field;
+    struct conf_server srv, *grown;
+    char name[CONF_NAME_MAX + 1];
+
+    memset(&srv, 0, sizeof(srv));
+    if (conf_parse_server(value, name, &srv.addr, &srv.weight, err,
+                          errlen) != 0)
+        return -1;
+    srv.name = strdup(name);
+    grown = srv.name ? realloc(pool->servers,
+                               (pool->nservers + 1) * sizeof(*grown))
+                     : NULL;
+    if (grown == NULL) {
+        free(srv.name);
+        snprintf(err, errlen, "server: out of memory");
+        return -1;
+    }
+    srv.line = line;
+    pool->servers = grown;
+    pool->servers[pool->nservers++] = srv;
+    return 0;
+}
+
+const char *
+conf_balance_name(enum conf_balance b)
+{
+    return (unsigned)b < sizeof(conf_balance_names) / sizeof(char *) - 1
+               ? conf_balance_names[b] : "unknown";
+}
+
+const char *
+conf_log_level_name(enum conf_log_level l)
+{
+    return (unsigned)l < sizeof(conf_log_level_names) / sizeof(char *) - 1
+               ? conf_log_level_names[l] : "unknown";
+}
+
+const char *
+conf_check_name(enum conf_check c)
+{
+    return (unsigned)c < sizeof(conf_check_names) / sizeof(char *) - 1
+               ? conf_check_names[c] : "unknown";
+}

@@ -1,0 +1,672 @@
+/*
+ * conf_value.c - parsers for one config value each. See conf_value.h.
+ */
+#include "conf_value.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct conf_unit {
+    const char *suffix;
+    uint64_t ms;
+};
+
+struct conf_bool_word {
+    const char *word;
+    bool value;
+};
+
+static bool conf_is_digit(char c);
+static bool conf_is_blank(char c);
+static int conf_parse_digits(const char *s, size_t n, uint64_t *out);
+static int conf_parse_port(const char *s, uint16_t *out);
+static int conf_expect_item(const char *s, size_t n,
+                            struct conf_expect *out, char *err,
+                            size_t errlen);
+static size_t conf_next_token(const char **p);
+
+static const struct conf_unit conf_units[] = {
+    { "ms", 1 },
+    { "s", 1000 },
+    { "m", 60 * 1000 },
+    { "h", 60 * 60 * 1000 },
+};
+
+static const struct conf_bool_word conf_bool_words[] = {
+    { "on", true },   { "off", false },
+    { "yes", true },  { "no", false },
+    { "true", true }, { "false", false },
+    { "1", true },    { "0", false },
+};
+
+#define CONF_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* isdigit() and isspace() depend on the locale and take an int that must
+ * be an unsigned char value; config syntax is plain ASCII. */
+static bool
+conf_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool
+conf_is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+bool
+conf_name_is_valid(const char *s)
+{
+    size_t n = 0;
+
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              conf_is_digit(c) || c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return n >= 1 && n <= CONF_NAME_MAX;
+}
+
+/* Parses exactly n bytes of s as digits. Returns 0, -1 when not all are
+ * digits (or n == 0), -2 on overflow. strtoull alone would accept a sign
+ * and leading spaces, so the first byte is checked before it runs. */
+static int
+conf_parse_digits(const char *s, size_t n, uint64_t *out)
+{
+    char buf[32];
+    char *end;
+    unsigned long long v;
+    size_t i;
+
+    if (n == 0)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (!conf_is_digit(s[i]))
+            return -1;
+    if (n >= sizeof(buf))
+        return -2;              /* 32 digits overflow 64 bits anyway */
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    v = strtoull(buf, &end, 10);
+    if (errno == ERANGE)
+        return -2;
+    if (*end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int
+conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen)
+{
+    int rc;
+
+    if (*s == '\0') {
+        snprintf(err, errlen, "empty value (expected a number)");
+        return -1;
+    }
+    rc = conf_parse_digits(s, strlen(s), out);
+    if (rc == -2) {
+        snprintf(err, errlen, "\"%s\" is too large", s);
+        return -1;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "\"%s\" is not a number", s);
+        return -1;
+    }
+    return 0;
+}
+
+int
+conf_parse_duration(const char *s, uint64_t *out_ms, char *err,
+                    size_t errlen)
+{
+    size_t ndigits = 0;
+    uint64_t v;
+    size_t i;
+    int rc;
+
+    if (*s == '\0') {
+        snprintf(err, errlen,
+                 "empty value (expected a duration such as 500ms, 30s, 5m "
+                 "or 1h)");
+        return -1;
+    }
+    while (conf_is_digit(s[ndigits]))
+        ndigits++;
+    rc = conf_parse_digits(s, ndigits, &v);
+    if (rc == -1) {
+        snprintf(err, errlen, "\"%s\" is not a duration (use ms, s, m or h)",
+                 s);
+        return -1;
+    }
+    if (rc == -2) {
+        snprintf(err, errlen, "\"%s\" is too large", s);
+        return -1;
+    }
+    if (s[ndigits] == '\0') {
+        /* Zero is zero in any unit; any other bare number is ambiguous. */
+        if (v == 0) {
+            *out_ms = 0;
+            return 0;
+        }
+        snprintf(err, errlen, "\"%s\" needs a unit (ms, s, m or h)", s);
+        return -1;
+    }
+    for (i = 0; i < CONF_ARRAY_LEN(conf_units); i++) {
+        if (strcmp(s + ndigits, conf_units[i].suffix) != 0)
+            continue;
+        if (v > UINT64_MAX / conf_units[i].ms) {
+            snprintf(err, errlen, "\"%s\" is too large", s);
+            return -1;
+        }
+        *out_ms = v * conf_units[i].ms;
+        return 0;
+    }
+    snprintf(err, errlen, "\"%s\" is not a duration (use ms, s, m or h)", s);
+    return -1;
+}
+
+void
+conf_format_duration(uint64_t ms, char *buf, size_t len)
+{
+    size_t i;
+
+    if (ms == 0) {
+        snprintf(buf, len, "0");
+        return;
+    }
+    for (i = CONF_ARRAY_LEN(conf_units); i-- > 0;) {
+        if (ms % conf_units[i].ms == 0) {
+            snprintf(buf, len, "%llu%s",
+                     (unsigned long long)(ms / conf_units[i].ms),
+                     conf_units[i].suffix);
+            return;
+        }
+    }
+}
+
+int
+conf_parse_bool(const char *s, bool *out, char *err, size_t errlen)
+{
+    size_t i;
+
+    for (i = 0; i < CONF_ARRAY_LEN(conf_bool_words); i++) {
+        if (strcasecmp(s, conf_bool_words[i].word) == 0) {
+            *out = conf_bool_words[i].value;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "\"%s\" is not on or off (use on/off, yes/no, "
+             "true/false or 1/0)", s);
+    return -1;
+}
+
+int
+conf_parse_enum(const char *s, const char *const *names, int *out,
+                char *err, size_t errlen)
+{
+    size_t used;
+    int i;
+
+    for (i = 0; names[i] != NULL; i++) {
+        if (strcasecmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    used = (size_t)snprintf(err, errlen, "\"%s\" is not one of", s);
+    for (i = 0; names[i] != NULL && used < errlen; i++) {
+        const char *sep = i == 0 ? " " : names[i + 1] != NULL ? ", " : " or ";
+        used += (size_t)snprintf(err + used, errlen - used, "%s%s", sep,
+                                 names[i]);
+    }
+    return -1;
+}
+
+int
+conf_parse_count_or_percent(const char *s, struct conf_count_or_percent *out,
+                            char *err, size_t errlen)
+{
+    size_t n = strlen(s);
+    bool is_percent = n > 0 && s[n - 1] == '%';
+    uint64_t v;
+    int rc;
+
+    if (n == 0) {
+        snprintf(err, errlen,
+                 "empty value (expected a count or a percentage, e.g. 2 "
+                 "or 50%%)");
+        return -1;
+    }
+    rc = conf_parse_digits(s, is_percent ? n - 1 : n, &v);
+    if (rc == -1) {
+        snprintf(err, errlen,
+                 "\"%s\" is not a count or a percentage (e.g. 2 or 50%%)", s);
+        return -1;
+    }
+    if (rc == -2 || v > UINT32_MAX) {
+        snprintf(err, errlen, "\"%s\" is too large", s);
+        return -1;
+    }
+    if (is_percent && v > 100) {
+        snprintf(err, errlen, "%s is out of range (0%%..100%%)", s);
+        return -1;
+    }
+    out->value = (uint32_t)v;
+    out->is_percent = is_percent;
+    return 0;
+}
+
+/* One item of check_expect, already trimmed: "200" or "200-399". */
+static int
+conf_expect_item(const char *s, size_t n, struct conf_expect *out,
+                 char *err, size_t errlen)
+{
+    const char *dash = memchr(s, '-', n);
+    size_t nlo = dash ? (size_t)(dash - s) : n;
+    uint64_t lo, hi;
+
+    if (conf_parse_digits(s, nlo, &lo) != 0 ||
+        (dash && conf_parse_digits(dash + 1, n - nlo - 1, &hi) != 0)) {
+        snprintf(err, errlen,
+                 "\"%.*s\" is not a status code or range (e.g. 200 or "
+                 "200-399)", (int)n, s);
+        return -1;
+    }
+    if (!dash)
+        hi = lo;
+    if (lo < CONF_STATUS_MIN || lo > CONF_STATUS_MAX ||
+        hi < CONF_STATUS_MIN || hi > CONF_STATUS_MAX) {
+        snprintf(err, errlen, "status code %llu is out of range (%d..%d)",
+                 (unsigned long long)(lo < CONF_STATUS_MIN ||
+                                      lo > CONF_STATUS_MAX ? lo : hi),
+                 CONF_STATUS_MIN, CONF_STATUS_MAX);
+        return -1;
+    }
+    if (lo > hi) {
+        snprintf(err, errlen,
+                 "range \"%.*s\" is reversed (write the lower code first)",
+                 (int)n, s);
+        return -1;
+    }
+    if (out->nranges == CONF_EXPECT_MAX_RANGES) {
+        snprintf(err, errlen, "more than %d codes or ranges",
+                 CONF_EXPECT_MAX_RANGES);
+        return -1;
+    }
+    out->ranges[out->nranges].lo = (uint16_t)lo;
+    out->ranges[out->nranges].hi = (uint16_t)hi;
+    out->nranges++;
+    return 0;
+}
+
+int
+conf_parse_expect(const char *s, struct conf_expect *out, char *err,
+                  size_t errlen)
+{
+    struct conf_expect e;
+    const char *p = s;
+
+    memset(&e, 0, sizeof(e));
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+
+        while (p < end && conf_is_blank(*p))
+            p++;
+        while (end > p && conf_is_blank(end[-1]))
+            end--;
+        if (p == end) {
+            snprintf(err, errlen,
+                     *s == '\0' ? "empty value (expected status codes or "
+                                  "ranges, e.g. 200,204,300-399)"
+                                : "\"%s\" has an empty item (expected "
+                                  "status codes or ranges, e.g. "
+                                  "200,204,300-399)", s);
+            return -1;
+        }
+        if (conf_expect_item(p, (size_t)(end - p), &e, err, errlen) != 0)
+            return -1;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    *out = e;
+    return 0;
+}
+
+static int
+conf_parse_port(const char *s, uint16_t *out)
+{
+    uint64_t v;
+
+    if (conf_parse_digits(s, strlen(s), &v) != 0 || v < 1 || v > 65535)
+        return -1;
+    *out = (uint16_t)v;
+    return 0;
+}
+
+enum conf_addr_status
+conf_parse_addr(const char *s, bool is_listen, struct conf_addr *out,
+                char *err, size_t errlen)
+{
+    char host[sizeof(out->text)];
+    const char *port;
+    size_t hostlen;
+    bool is_v6 = false;
+    struct addrinfo hints, *res = NULL;
+    uint16_t portnum;
+    int rc;
+
+    if (strlen(s) >= sizeof(out->text)) {
+        snprintf(err, errlen, "address is too long (at most %zu characters)",
+                 sizeof(out->text) - 1);
+        return CONF_ADDR_BAD;
+    }
+    if (strpbrk(s, " \t") != NULL) {
+        snprintf(err, errlen, "\"%s\": an address has no spaces", s);
+        return CONF_ADDR_BAD;
+    }
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (rb == NULL) {
+            snprintf(err, errlen, "\"%s\" has no ] after the IPv6 address", s);
+            return CONF_ADDR_BAD;
+        }
+        if (rb[1] == '\0') {
+            snprintf(err, errlen, "\"%s\" has no port (use HOST:PORT or "
+                     "[IPV6]:PORT)", s);
+            return CONF_ADDR_NO_PORT;
+        }
+        if (rb[1] != ':') {
+            snprintf(err, errlen, "\"%s\": expected :PORT after ]", s);
+            return CONF_ADDR_BAD;
+        }
+        hostlen = (size_t)(rb - s - 1);
+        memcpy(host, s + 1, hostlen);
+        port = rb + 2;
+        is_v6 = true;
+        if (hostlen == 0) {
+            snprintf(err, errlen, "\"%s\" has no address between [ and ]", s);
+            return CONF_ADDR_BAD;
+        }
+    } else {
+        const char *colon = strrchr(s, ':');
+        if (colon == NULL) {
+            snprintf(err, errlen, "\"%s\" has no port (use HOST:PORT or "
+                     "[IPV6]:PORT)", s);
+            return CONF_ADDR_NO_PORT;
+        }
+        hostlen = (size_t)(colon - s);
+        if (memchr(s, ':', hostlen) != NULL) {
+            snprintf(err, errlen, "\"%s\": write an IPv6 address in brackets "
+                     "([::1]:80)", s);
+            return CONF_ADDR_BAD;
+        }
+        memcpy(host, s, hostlen);
+        port = colon + 1;
+    }
+    host[hostlen] = '\0';
+    if (*port == '\0') {
+        snprintf(err, errlen, "\"%s\" has no port (use HOST:PORT or "
+                 "[IPV6]:PORT)", s);
+        return CONF_ADDR_NO_PORT;
+    }
+    if (conf_parse_port(port, &portnum) != 0) {
+        snprintf(err, errlen, "\"%s\": port \"%s\" is not 1..65535", s, port);
+        return CONF_ADDR_BAD;
+    }
+    if (!is_v6 && (hostlen == 0 || strcmp(host, "*") == 0)) {
+        if (!is_listen) {
+            snprintf(err, errlen, "\"%s\" has no host", s);
+            return CONF_ADDR_BAD;
+        }
+        strcpy(host, "0.0.0.0");
+    }
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = is_v6 ? AF_INET6 : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    /* Brackets promise a literal: never ask DNS for what is a typo. */
+    hints.ai_flags = AI_NUMERICSERV | (is_v6 ? AI_NUMERICHOST : 0);
+    rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0) {
+        char ebuf[128];
+        /* A literal fails as EAI_NONAME, or as EAI_ADDRFAMILY when it is
+         * an IPv4 one: either way the text is the problem, not DNS. */
+        if (is_v6 && rc != EAI_MEMORY && rc != EAI_SYSTEM) {
+            snprintf(err, errlen, "\"%s\": \"%s\" is not an IPv6 address", s,
+                     host);
+            return CONF_ADDR_BAD;
+        }
+        snprintf(err, errlen, "address \"%s\" does not resolve (%s)", s,
+                 rc == EAI_SYSTEM ? conf_strerror(errno, ebuf, sizeof(ebuf))
+                                  : gai_strerror(rc));
+        return CONF_ADDR_UNRESOLVED;
+    }
+    memset(out, 0, sizeof(*out));
+    if (res->ai_addrlen > sizeof(out->ss)) {
+        freeaddrinfo(res);
+        snprintf(err, errlen, "\"%s\": unsupported address family", s);
+        return CONF_ADDR_BAD;
+    }
+    memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
+    out->len = res->ai_addrlen;
+    strcpy(out->text, s);
+    freeaddrinfo(res);
+    return CONF_ADDR_OK;
+}
+
+bool
+conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b)
+{
+    if (a->ss.ss_family != b->ss.ss_family)
+        return false;
+    if (a->ss.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)&a->ss;
+        const struct sockaddr_in *y = (const struct sockaddr_in *)&b->ss;
+        return x->sin_port == y->sin_port &&
+               (x->sin_addr.s_addr == y->sin_addr.s_addr ||
+                x->sin_addr.s_addr == htonl(INADDR_ANY) ||
+                y->sin_addr.s_addr == htonl(INADDR_ANY));
+    }
+    if (a->ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)&a->ss;
+        const struct sockaddr_in6 *y = (const struct sockaddr_in6 *)&b->ss;
+        return x->sin6_port == y->sin6_port &&
+               (memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0 ||
+                memcmp(&x->sin6_addr, &in6addr_any, 16) == 0 ||
+                memcmp(&y->sin6_addr, &in6addr_any, 16) == 0);
+    }
+    return false;
+}
+
+/* Skips blanks, returns the length of the token now at *p (0 at the end). */
+static size_t
+conf_next_token(const char **p)
+{
+    size_t n = 0;
+
+    while (conf_is_blank(**p))
+        (*p)++;
+    while ((*p)[n] != '\0' && !conf_is_blank((*p)[n]))
+        n++;
+    return n;
+}
+
+int
+conf_parse_server(const char *s, char *name, struct conf_addr *addr,
+                  uint32_t *weight, char *err, size_t errlen)
+{
+    static const char conf_server_usage[] = "use NAME HOST:PORT [weight=N]";
+    static const char conf_weight_opt[] = "weight=";
+    char abuf[sizeof(addr->text)];
+    char msg[384];
+    const char *p = s;
+    bool has_weight = false;
+    size_t n;
+
+    n = conf_next_token(&p);
+    if (n == 0) {
+        snprintf(err, errlen, "server: empty value (%s)", conf_server_usage);
+        return -1;
+    }
+    if (n > CONF_NAME_MAX) {
+        snprintf(err, errlen, "server: name \"%.*s\" is longer than %d "
+                 "characters", (int)n, p, CONF_NAME_MAX);
+        return -1;
+    }
+    memcpy(name, p, n);
+    name[n] = '\0';
+    if (!conf_name_is_valid(name)) {
+        snprintf(err, errlen, "server: name \"%s\" is invalid (use 1 to %d "
+                 "of A-Z a-z 0-9 _ . -)", name, CONF_NAME_MAX);
+        return -1;
+    }
+    p += n;
+
+    n = conf_next_token(&p);
+    if (n == 0) {
+        snprintf(err, errlen, "server: \"%s\" has no address (%s)", s,
+                 conf_server_usage);
+        return -1;
+    }
+    if (n >= sizeof(abuf)) {
+        snprintf(err, errlen, "server %s: address is too long", name);
+        return -1;
+    }
+    memcpy(abuf, p, n);
+    abuf[n] = '\0';
+    p += n;
+    switch (conf_parse_addr(abuf, false, addr, msg, sizeof(msg))) {
+    case CONF_ADDR_OK:
+        break;
+    case CONF_ADDR_NO_PORT:
+        snprintf(err, errlen, "server: \"%s\" has no port (%s)", s,
+                 conf_server_usage);
+        return -1;
+    default:
+        snprintf(err, errlen, "server %s: %s", name, msg);
+        return -1;
+    }
+
+    *weight = 1;
+    while ((n = conf_next_token(&p)) != 0) {
+        size_t nopt = sizeof(conf_weight_opt) - 1;
+        uint64_t w;
+        int rc;
+
+        if (n < nopt || strncmp(p, conf_weight_opt, nopt) != 0) {
+            snprintf(err, errlen, "server %s: unknown option \"%.*s\" (%s)",
+                     name, (int)n, p, conf_server_usage);
+            return -1;
+        }
+        if (has_weight) {
+            snprintf(err, errlen, "server %s: weight is given twice", name);
+            return -1;
+        }
+        has_weight = true;
+        rc = conf_parse_digits(p + nopt, n - nopt, &w);
+        if (rc == -1) {
+            snprintf(err, errlen, "server %s: weight \"%.*s\" is not a number",
+                     name, (int)(n - nopt), p + nopt);
+            return -1;
+        }
+        if (rc == -2 || w < CONF_WEIGHT_MIN || w > CONF_WEIGHT_MAX) {
+            snprintf(err, errlen, "server %s: weight %.*s is out of range "
+                     "(%d..%d)", name, (int)(n - nopt), p + nopt,
+                     CONF_WEIGHT_MIN, CONF_WEIGHT_MAX);
+            return -1;
+        }
+        *weight = (uint32_t)w;
+        p += n;
+    }
+    return 0;
+}
+
+bool
+conf_find_binary(const char *buf, size_t len, int *line, size_t *col,
+                 unsigned char *byte)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0, bol = 0;
+    int lineno = 1;
+
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n;
+        bool ok;
+
+        if (c < 0x80) {
+            if (c == '\n') {
+                lineno++;
+                bol = ++i;
+                continue;
+            }
+            /* \r is part of a line end only; elsewhere it would hide text
+             * on a terminal. */
+            ok = c == '\t' || (c >= 0x20 && c != 0x7f) ||
+                 (c == '\r' && (i + 1 == len || s[i + 1] == '\n'));
+            n = 1;
+        } else {
+            /* RFC 3629 table 3-7: second-byte limits rule out overlong
+             * forms, surrogates and code points past U+10FFFF. */
+            unsigned char lo = 0x80, hi = 0xbf;
+            if (c >= 0xc2 && c <= 0xdf)
+                n = 2;
+            else if (c >= 0xe0 && c <= 0xef)
+                n = 3;
+            else if (c >= 0xf0 && c <= 0xf4)
+                n = 4;
+            else
+                n = 0;
+            if (c == 0xe0)
+                lo = 0xa0;
+            else if (c == 0xed)
+                hi = 0x9f;
+            else if (c == 0xf0)
+                lo = 0x90;
+            else if (c == 0xf4)
+                hi = 0x8f;
+            ok = n != 0 && i + n <= len;
+            for (size_t k = 1; ok && k < n; k++) {
+                ok = s[i + k] >= lo && s[i + k] <= hi;
+                lo = 0x80;      /* only the second byte has special limits */
+                hi = 0xbf;
+            }
+        }
+        if (!ok) {
+            *line = lineno;
+            *col = i - bol + 1;
+            *byte = c;
+            return true;
+        }
+        i += n;
+    }
+    return false;
+}
+
+const char *
+conf_strerror(int errnum, char *buf, size_t len)
+{
+#if defined(_GNU_SOURCE) && defined(__GLIBC__)
+    /* The build defines _GNU_SOURCE, which selects glibc's strerror_r: it
+     * returns the message, in buf or in a static string. */
+    return strerror_r(errnum, buf, len);
+#else
+    if (strerror_r(errnum, buf, len) != 0)
+        snprintf(buf, len, "error %d", errnum);
+    return buf;
+#endif
+}

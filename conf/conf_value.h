@@ -1,0 +1,97 @@
+/*
+ * conf_value.h - parsers for one config value each (internal to conf/).
+ *
+ * Pure functions: no state, no I/O except the name lookup in conf_parse_addr.
+ * Each returns 0 on success, or -1 and a message in err (errlen bytes,
+ * always NUL-terminated) that quotes the input and says what was expected,
+ * e.g. "10q" is not a duration (use ms, s, m or h). The caller adds the
+ * FILE:LINE: and the key name. Bounds are the caller's business (the key
+ * table holds them), except where the format itself fixes them (ports,
+ * status codes, percentages, weights). Any thread.
+ */
+#ifndef CONF_VALUE_H
+#define CONF_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+
+#define CONF_NAME_MAX 63            /* frontend, pool and server names */
+#define CONF_WEIGHT_MIN 1
+#define CONF_WEIGHT_MAX 256
+#define CONF_STATUS_MIN 100
+#define CONF_STATUS_MAX 599
+
+/* [A-Za-z0-9_.-]{1,63}: names end up in logs, JSON and metric labels
+ * unquoted, so nothing that needs escaping gets in. */
+bool conf_name_is_valid(const char *s);
+
+/* Unsigned decimal integer: digits only (no sign, space, or empty). */
+int conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen);
+
+/* N followed by ms, s, m or h; a bare "0" is allowed, any other bare
+ * number needs a unit. Stores milliseconds. */
+int conf_parse_duration(const char *s, uint64_t *out_ms, char *err,
+                        size_t errlen);
+
+/* Writes ms in the largest unit that is exact ("0", "250ms", "30s", "1h"),
+ * the way the file would say it, for range messages. */
+void conf_format_duration(uint64_t ms, char *buf, size_t len);
+
+/* on/off, yes/no, true/false, 1/0, any case. */
+int conf_parse_bool(const char *s, bool *out, char *err, size_t errlen);
+
+/* One of names[] (NULL-terminated), any case; *out is its index. */
+int conf_parse_enum(const char *s, const char *const *names, int *out,
+                    char *err, size_t errlen);
+
+/* "3" or "50%". Percentages must be 0..100; counts are not bounded here. */
+int conf_parse_count_or_percent(const char *s,
+                                struct conf_count_or_percent *out,
+                                char *err, size_t errlen);
+
+/* Comma-separated status codes (100..599) and ranges LO-HI, LO <= HI, at
+ * most CONF_EXPECT_MAX_RANGES items; spaces around items are allowed. */
+int conf_parse_expect(const char *s, struct conf_expect *out, char *err,
+                      size_t errlen);
+
+enum conf_addr_status {
+    CONF_ADDR_OK = 0,
+    CONF_ADDR_BAD,                  /* malformed: bad port, brackets, ... */
+    CONF_ADDR_NO_PORT,              /* no ":PORT" at all */
+    CONF_ADDR_UNRESOLVED,           /* well formed, getaddrinfo failed */
+};
+
+/* "host:port" or "[v6]:port", port 1..65535. The host may be a name: it is
+ * resolved with getaddrinfo (AF_UNSPEC, SOCK_STREAM) and the first result
+ * kept, so this may block on DNS. With is_listen, an empty host or "*"
+ * means 0.0.0.0. Returns the status and, unless OK, a message in err. */
+enum conf_addr_status conf_parse_addr(const char *s, bool is_listen,
+                                      struct conf_addr *out, char *err,
+                                      size_t errlen);
+
+/* True when two listen addresses would take the same port: same family and
+ * port, and the same address or one of them the wildcard. */
+bool conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b);
+
+/* A pool's "server" value: NAME HOST:PORT [weight=N]. Writes the name into
+ * name (at least CONF_NAME_MAX + 1 bytes). Unlike the other parsers, its
+ * message is complete after "FILE:LINE: " because it names the server
+ * ("server web1: ...") once the name is known. */
+int conf_parse_server(const char *s, char *name, struct conf_addr *addr,
+                      uint32_t *weight, char *err, size_t errlen);
+
+/* Finds the first byte that makes buf (len bytes) not a text file: NUL,
+ * other control characters than tab and line ends, DEL, or invalid UTF-8.
+ * Returns false for text; else true with its 1-based line and column and
+ * the byte itself. */
+bool conf_find_binary(const char *buf, size_t len, int *line, size_t *col,
+                      unsigned char *byte);
+
+/* strerror into a caller buffer: strerror itself is not thread-safe and a
+ * reload may run beside workers that format errors too. */
+const char *conf_strerror(int errnum, char *buf, size_t len);
+
+#endif /* CONF_VALUE_H */

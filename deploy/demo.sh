@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds lb and runs it with conf/lb.ini in front of three local demo
+# backends (127.0.0.1:9001-9003). Try: curl http://127.0.0.1:8080/
+# Ctrl-C stops lb and the backends.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deploy/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j2 --target lb
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
+trap cleanup EXIT
+for i in 1 2 3; do
+    python3 deploy/demo_backend.py "web$i" "900$i" &
+    pids+=($!)
+done
+echo "demo: backends web1..web3 on 127.0.0.1:9001-9003; lb on http://127.0.0.1:8080/" >&2
+build/lb -c conf/lb.ini

@@ -1,0 +1,209 @@
+/*
+ * lb.h - what the daemon's files share: the configuration generation, the
+ * workers, sessions, logging and socket helpers.
+ *
+ * Threads (see README, "Design"):
+ *   - main: signals, start-up and shutdown; owns the generation pointer.
+ *   - workers (lb_worker): one event_base each; each owns its listeners, its
+ *     sessions and its balancer cursors. No other thread touches them; other
+ *     threads only set a flag and wake the worker with lb_worker_notify().
+ * Fields written by several threads are C11 atomics and say so.
+ */
+#ifndef LB_H
+#define LB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "bal.h"
+#include "conf.h"
+
+#ifndef LB_VERSION
+#define LB_VERSION "dev"
+#endif
+
+/* ---------------------------------------------------------------- log.c */
+
+/* Process-wide: the one piece of global mutable state besides shutdown. */
+void lb_log_set_level(enum conf_log_level level);
+bool lb_log_enabled(enum conf_log_level level);
+
+/* Writes one line "ts=... level=... event=EVENT <fmt...>" to stderr with a
+ * single write(2), so lines of different threads never interleave. fmt is
+ * the key=value tail; values that may hold spaces or quotes go through
+ * lb_log_quote(). Any thread. Use the lb_log() macro, which checks the
+ * level before formatting. */
+void lb_log_emit(enum conf_log_level level, const char *event,
+                 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define lb_log(level, event, ...)                                            \
+    do {                                                                     \
+        if (lb_log_enabled(level))                                           \
+            lb_log_emit(level, event, __VA_ARGS__);                          \
+    } while (0)
+
+/* Returns s ready for a key=value log line: as is when it is a plain token,
+ * otherwise double-quoted with quotes, backslashes and control characters
+ * escaped (one event stays one line). Writes into buf (len bytes). */
+const char *lb_log_quote(char *buf, size_t len, const char *s);
+
+/* ---------------------------------------------------------------- net.c */
+
+/* "host:port" / "[v6]:port" of a socket address, into buf. */
+const char *lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
+
+/* A non-blocking listening socket with SO_REUSEADDR and SO_REUSEPORT, bound
+ * to addr: one per worker and frontend, so the kernel spreads accepts over
+ * the workers. Returns the fd, or -1 with a message in err. */
+int lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
+                  size_t errlen);
+
+/* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
+uint64_t lb_net_raise_fd_limit(void);
+
+/* ---------------------------------------------------------------- gen.c */
+
+/* A backend server of one generation. Counters are bumped by the workers
+ * (relaxed atomics: figures, not synchronisation); active connections live in
+ * the balancer's struct bal_server, which the picks read. */
+struct lb_server {
+    const struct conf_server *conf;     /* name, address, weight, line */
+    struct lb_pool *pool;
+    size_t index;                       /* in pool->bal->servers */
+    _Atomic uint64_t total_connections;
+    _Atomic uint64_t bytes_in;          /* from the server, to the client */
+    _Atomic uint64_t bytes_out;         /* from the client, to the server */
+    _Atomic uint64_t connect_failures;
+};
+
+struct lb_pool {
+    const struct conf_pool *conf;
+    size_t index;                       /* in gen->pools */
+    struct bal_pool *bal;
+    struct lb_server *servers;          /* conf->nservers entries */
+};
+
+struct lb_frontend {
+    const struct conf_frontend *conf;
+    struct lb_pool *pool;
+    _Atomic uint64_t active_connections;
+    _Atomic uint64_t total_connections;
+};
+
+/* Configuration generation: everything built from one read of the file.
+ * Immutable once built, except for the atomics above. Refcounted: the main
+ * thread holds one reference, each worker one, each session one, so a
+ * generation outlives every connection that started under it (reload). */
+struct lb_gen {
+    _Atomic uint32_t refs;
+    struct conf *conf;                  /* owned */
+    struct lb_pool *pools;              /* conf->npools */
+    struct lb_frontend *frontends;      /* conf->nfrontends */
+};
+
+/* Builds a generation from a loaded config, taking ownership of conf (freed
+ * with the generation, also on failure). Returns NULL when out of memory.
+ * Main thread. */
+struct lb_gen *lb_gen_new(struct conf *conf);
+void lb_gen_ref(struct lb_gen *g);
+void lb_gen_unref(struct lb_gen *g);
+
+/* ------------------------------------------------------------- worker.c */
+
+/* The cap on client connections across all workers (max_connections).
+ * Workers reserve a slot before each accept(2), so lb never accepts a
+ * connection it would have to drop. */
+struct lb_limit {
+    _Atomic uint32_t active;
+    uint32_t max;
+    _Atomic bool paused;                /* listeners disabled at the cap */
+};
+
+struct lb_listener;
+struct lb_session;
+struct lb_buf;
+
+struct lb_worker {
+    /* set before the thread starts, then read-only */
+    unsigned id;
+    struct lb_daemon *daemon;
+    struct lb_gen *gen;                 /* one reference */
+
+    /* owned by the worker's thread */
+    pthread_t thread;
+    struct event_base *base;
+    struct event *notify_ev;            /* other threads event_active() it */
+    struct event *retry_accept_ev;      /* re-enables accepts after EMFILE */
+    struct lb_listener *listeners;      /* gen->conf->nfrontends */
+    struct bal_cursor **cursors;        /* one per pool of gen */
+    struct lb_session *sessions;        /* doubly linked, for shutdown */
+    size_t nsessions;
+    struct lb_buf *free_bufs;           /* relay buffers kept for reuse */
+    size_t nfree_bufs;
+    bool is_stopping;
+    bool is_accept_paused_emfile;
+
+    /* written by other threads, read by the worker in its notify callback */
+    _Atomic bool stop_requested;        /* close listeners, finish sessions */
+    _Atomic bool force_requested;       /* shutdown_timeout: close them now */
+};
+
+/* The process: the one object main builds and every worker points to. */
+struct lb_daemon {
+    struct lb_gen *gen;                 /* current generation (main's ref) */
+    struct lb_limit limit;
+    struct lb_worker *workers;
+    size_t nworkers;
+    struct event_base *base;            /* main thread */
+    struct event *worker_exit_ev;       /* workers wake main when they end */
+    struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
+    _Atomic size_t workers_running;
+    _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
+};
+
+/* Creates worker w's event base and listening sockets for every frontend of
+ * the generation. Main thread, before lb_worker_start. -1 with err set. */
+int lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
+                   char *err, size_t errlen);
+int lb_worker_start(struct lb_worker *w);
+void lb_worker_fini(struct lb_worker *w);     /* after the thread joined */
+
+/* Wakes a worker so that it looks at its request flags and at the limit.
+ * Any thread. */
+void lb_worker_notify(struct lb_worker *w);
+
+/* Releases one slot of the connection cap; resumes accepting in every worker
+ * when this ends a pause. Called by the worker that owned the session. */
+void lb_limit_release(struct lb_daemon *d);
+
+/* Relay buffers of the worker: allocated only while data is in flight. */
+struct lb_buf *lb_worker_buf_get(struct lb_worker *w);
+void lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b);
+
+/* Called by a session after it ended and unlinked itself (the worker ends
+ * its loop during shutdown when it was the last one). */
+void lb_worker_session_gone(struct lb_worker *w);
+
+/* ------------------------------------------------------------ session.c */
+
+#define LB_BUF_SIZE (64 * 1024)
+
+struct lb_buf {
+    struct lb_buf *next;                /* free list link */
+    char data[LB_BUF_SIZE];
+};
+
+/* Starts a session for an accepted client fd (non-blocking) of frontend fe:
+ * picks a server and connects. Takes ownership of fd; on failure closes it
+ * and releases the connection slot. Worker thread. */
+void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+                      const struct sockaddr *client, socklen_t client_len);
+
+/* Closes a session at once (shutdown_timeout). Worker thread. */
+void lb_session_abort(struct lb_session *s, const char *reason);
+
+#endif /* LB_H */

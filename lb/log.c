@@ -1,0 +1,109 @@
+/*
+ * log.c - one line per event on stderr, key=value.
+ *
+ * Each line is formatted into a stack buffer and written with one write(2):
+ * stderr lines of several threads never interleave, and a line longer than
+ * the buffer is cut rather than split.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lb.h"
+
+#define LB_LOG_LINE_MAX 2048
+
+static _Atomic int lb_log_min_level = CONF_LOG_INFO;
+
+void
+lb_log_set_level(enum conf_log_level level)
+{
+    atomic_store_explicit(&lb_log_min_level, (int)level, memory_order_relaxed);
+}
+
+bool
+lb_log_enabled(enum conf_log_level level)
+{
+    return (int)level >=
+           atomic_load_explicit(&lb_log_min_level, memory_order_relaxed);
+}
+
+void
+lb_log_emit(enum conf_log_level level, const char *event, const char *fmt, ...)
+{
+    char line[LB_LOG_LINE_MAX];
+    struct timeval tv;
+    struct tm tm;
+    size_t n;
+    int rc;
+    va_list ap;
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
+    rc = snprintf(line + n, sizeof(line) - n, ".%03dZ level=%s event=%s ",
+                  (int)(tv.tv_usec / 1000), conf_log_level_name(level), event);
+    if (rc > 0)
+        n += (size_t)rc;
+    if (n < sizeof(line)) {
+        va_start(ap, fmt);
+        rc = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+        va_end(ap);
+        if (rc > 0)
+            n += (size_t)rc;
+    }
+    if (n > sizeof(line) - 2)
+        n = sizeof(line) - 2;
+    while (n > 0 && line[n - 1] == ' ')     /* an empty tail leaves a space */
+        n--;
+    line[n++] = '\n';
+
+    /* stderr may be a pipe that a supervisor reads: retry short writes and
+     * EINTR, give up on anything else (there is nowhere to report it). */
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, line + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+const char *
+lb_log_quote(char *buf, size_t len, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    bool plain = *s != '\0';
+    size_t o = 0;
+
+    for (const char *p = s; *p && plain; p++)
+        plain = (unsigned char)*p > ' ' && *p != '"' && *p != '\\' &&
+                *p != '=' && (unsigned char)*p != 0x7f;
+    if (plain || len < 3)
+        return s;
+
+    buf[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (o + 6 >= len)                   /* room for \xNN, quote, NUL */
+            break;
+        if (*p == '"' || *p == '\\') {
+            buf[o++] = '\\';
+            buf[o++] = (char)*p;
+        } else if (*p < ' ' || *p == 0x7f) {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 0xf];
+        } else {
+            buf[o++] = (char)*p;
+        }
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}

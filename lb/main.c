@@ -1,0 +1,253 @@
+/*
+ * main.c - command line, start-up, signals and shutdown.
+ *
+ *   lb -c FILE      run in the foreground, log to stderr
+ *   lb -t -c FILE   check the config: "configuration OK" and 0, or one
+ *                   "FILE:LINE: message" per problem and 1
+ *
+ * The main thread owns the daemon object, the current generation and the
+ * signal events; the workers do all the data-path work.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "lb.h"
+
+/* Descriptors kept back for listeners, logs and health probes when
+ * comparing max_connections with the fd limit. */
+#define LB_FD_RESERVE 64
+
+static void
+lb_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: lb [-t] -c FILE\n"
+            "  -c FILE  configuration file (INI)\n"
+            "  -t       check the configuration and exit\n"
+            "  -v       print the version and exit\n"
+            "  -h       this help\n");
+}
+
+static void
+lb_main_on_worker_exit(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+
+    if (atomic_load(&d->workers_running) == 0)
+        event_base_loopbreak(d->base);
+}
+
+static void
+lb_main_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+
+    for (size_t i = 0; i < d->nworkers; i++) {
+        atomic_store(&d->workers[i].force_requested, true);
+        lb_worker_notify(&d->workers[i]);
+    }
+}
+
+static void
+lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+    struct timeval tv;
+    uint64_t ms = d->gen->conf->global.shutdown_timeout_ms;
+
+    if (d->shutdown_timer_ev != NULL) {
+        /* A second signal while draining: stop waiting, as a second Ctrl-C
+         * would be expected to. */
+        lb_log(CONF_LOG_WARN, "shutdown_forced", "signal=SIG%s", sigabbrev_np((int)sig));
+        lb_main_on_shutdown_timeout(-1, 0, d);
+        return;
+    }
+    lb_log(CONF_LOG_INFO, "shutdown", "signal=SIG%s active=%u shutdown_timeout_ms=%llu",
+           sigabbrev_np((int)sig), atomic_load(&d->limit.active), (unsigned long long)ms);
+    for (size_t i = 0; i < d->nworkers; i++) {
+        atomic_store(&d->workers[i].stop_requested, true);
+        lb_worker_notify(&d->workers[i]);
+    }
+    d->shutdown_timer_ev = evtimer_new(d->base, lb_main_on_shutdown_timeout, d);
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    if (d->shutdown_timer_ev == NULL || evtimer_add(d->shutdown_timer_ev, &tv) == -1)
+        lb_main_on_shutdown_timeout(-1, 0, d);  /* cannot wait: close now */
+}
+
+static void
+lb_main_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    /* Reload is not built yet; without this handler SIGHUP would kill the
+     * process and every connection with it. */
+    lb_log(CONF_LOG_WARN, "reload_unsupported", "signal=SIGHUP detail=\"reload is not implemented yet, ignored\"");
+}
+
+static void
+lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit)
+{
+    const struct conf *c = d->gen->conf;
+
+    lb_log(CONF_LOG_INFO, "start", "version=%s config=%s workers=%zu max_connections=%u fd_limit=%llu",
+           LB_VERSION, path, d->nworkers, c->global.max_connections,
+           (unsigned long long)fd_limit);
+    /* Each session holds two descriptors: warn when the cap cannot be met. */
+    if ((uint64_t)c->global.max_connections * 2 + LB_FD_RESERVE > fd_limit)
+        lb_log(CONF_LOG_WARN, "fd_limit_low",
+               "max_connections=%u fd_limit=%llu detail=\"each connection needs 2 descriptors; accepts pause at the fd limit\"",
+               c->global.max_connections, (unsigned long long)fd_limit);
+    for (size_t i = 0; i < c->nfrontends; i++)
+        lb_log(CONF_LOG_INFO, "listen", "frontend=%s addr=%s pool=%s",
+               c->frontends[i].name, c->frontends[i].listen.text,
+               c->frontends[i].pool_name);
+}
+
+static int
+lb_main_run(struct lb_daemon *d, const char *path)
+{
+    struct event *sig_ev[3] = { NULL, NULL, NULL };
+    const struct conf *c = d->gen->conf;
+    uint64_t fd_limit = lb_net_raise_fd_limit();
+    sigset_t block, old;
+    char err[256];
+    size_t started = 0;
+    bool signals_ok = true;
+    int status = 1;
+
+    d->limit.max = c->global.max_connections;
+    d->nworkers = c->global.workers;
+    d->base = event_base_new();
+    d->workers = calloc(d->nworkers, sizeof(*d->workers));
+    if (d->base == NULL || d->workers == NULL) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        goto out;
+    }
+    d->worker_exit_ev = event_new(d->base, -1, 0, lb_main_on_worker_exit, d);
+    lb_main_log_start(d, path, fd_limit);
+    for (size_t i = 0; i < d->nworkers; i++) {
+        if (lb_worker_init(&d->workers[i], d, (unsigned)i, err, sizeof(err)) == -1) {
+            lb_log(CONF_LOG_ERROR, "start_failed", "worker=%zu error=%s", i,
+                   lb_log_quote((char[300]){ 0 }, 300, err));
+            goto out;
+        }
+    }
+
+    /* Workers must not take the process signals: block them while the
+     * threads are created (they inherit the mask), libevent's handlers on
+     * the main base get them. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    for (; started < d->nworkers; started++) {
+        if (lb_worker_start(&d->workers[started]) == -1)
+            break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    sig_ev[0] = evsignal_new(d->base, SIGTERM, lb_main_on_stop_signal, d);
+    sig_ev[1] = evsignal_new(d->base, SIGINT, lb_main_on_stop_signal, d);
+    sig_ev[2] = evsignal_new(d->base, SIGHUP, lb_main_on_hup, d);
+    for (int i = 0; i < 3; i++) {
+        if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
+            signals_ok = false;
+    }
+    if (started < d->nworkers || !signals_ok) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"cannot start worker threads or signal handlers\"");
+        lb_main_on_shutdown_timeout(-1, 0, d);
+        for (size_t i = 0; i < started; i++) {
+            atomic_store(&d->workers[i].stop_requested, true);
+            lb_worker_notify(&d->workers[i]);
+        }
+    } else {
+        lb_log(CONF_LOG_INFO, "ready", "workers=%zu", d->nworkers);
+        status = 0;
+    }
+
+    event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
+
+    for (size_t i = 0; i < started; i++)
+        pthread_join(d->workers[i].thread, NULL);
+    if (atomic_load(&d->forced_closes) > 0)
+        lb_log(CONF_LOG_WARN, "shutdown_timeout", "closed=%llu",
+               (unsigned long long)atomic_load(&d->forced_closes));
+out:
+    for (int i = 0; i < 3; i++) {
+        if (sig_ev[i] != NULL)
+            event_free(sig_ev[i]);
+    }
+    if (d->workers != NULL) {
+        for (size_t i = 0; i < d->nworkers; i++)
+            lb_worker_fini(&d->workers[i]);
+        free(d->workers);
+    }
+    if (d->worker_exit_ev != NULL)
+        event_free(d->worker_exit_ev);
+    if (d->shutdown_timer_ev != NULL)
+        event_free(d->shutdown_timer_ev);
+    if (d->base != NULL)
+        event_base_free(d->base);
+    return status;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct lb_daemon d = { 0 };
+    const char *path = NULL;
+    bool test_only = false;
+    struct conf *conf = NULL;
+    char *errors = NULL;
+    int opt, status;
+
+    while ((opt = getopt(argc, argv, "c:thv")) != -1) {
+        switch (opt) {
+        case 'c': path = optarg; break;
+        case 't': test_only = true; break;
+        case 'v': printf("lb %s\n", LB_VERSION); return 0;
+        case 'h': lb_usage(stdout); return 0;
+        default: lb_usage(stderr); return 2;
+        }
+    }
+    if (path == NULL || optind != argc) {
+        lb_usage(stderr);
+        return 2;
+    }
+    if (conf_load(path, &conf, &errors) == -1) {
+        fputs(errors, stderr);
+        free(errors);
+        return 1;
+    }
+    if (test_only) {
+        conf_free(conf);
+        printf("configuration OK\n");
+        return 0;
+    }
+
+    lb_log_set_level(conf->global.log_level);
+    signal(SIGPIPE, SIG_IGN);   /* a peer's reset must not kill the process */
+    if (evthread_use_pthreads() == -1) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"evthread_use_pthreads failed\"");
+        conf_free(conf);
+        return 1;
+    }
+    d.gen = lb_gen_new(conf);
+    if (d.gen == NULL) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        return 1;
+    }
+    status = lb_main_run(&d, path);
+    lb_gen_unref(d.gen);
+    lb_log(CONF_LOG_INFO, "exit", "status=%d", status);
+    libevent_global_shutdown();
+    return status;
+}

@@ -1,0 +1,87 @@
+/*
+ * net.c - socket helpers: address text, listening sockets, fd limit.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "lb.h"
+
+/* Accept queue length: the kernel caps it at net.core.somaxconn. A long
+ * queue is also where clients wait while max_connections holds accepts. */
+#define LB_NET_BACKLOG 4096
+
+const char *
+lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN];
+
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(buf, len, "unknown");
+    }
+    return buf;
+}
+
+int
+lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
+              size_t errlen)
+{
+    int one = 1;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* REUSEADDR: restart while old connections sit in TIME_WAIT.
+     * REUSEPORT: every worker binds its own socket to the same address and
+     * the kernel spreads new connections over them, so workers never share
+     * an accept queue or a lock. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1) {
+        snprintf(err, errlen, "setsockopt: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (addr->sa_family == AF_INET6)    /* [::]:80 means IPv6 only, as nginx */
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, addr, len) == -1) {
+        snprintf(err, errlen, "bind: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (listen(fd, LB_NET_BACKLOG) == -1) {
+        snprintf(err, errlen, "listen: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint64_t
+lb_net_raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);    /* failed, ignored: keep the soft one */
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur;
+}

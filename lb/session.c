@@ -1,0 +1,513 @@
+/*
+ * session.c - one client connection: pick a server, connect (with retries on
+ * other servers), relay bytes both ways, close.
+ *
+ * Lifecycle (one state field, one exit):
+ *
+ *   accept --> CONNECTING --connected--> RELAYING --both sides shut,
+ *                 |   ^                     |        an error, idle_timeout,
+ *                 |   | connect failed:     |        shutdown_timeout
+ *                 |   | next server         v
+ *                 +---+------------------> lb_session_finish()  (frees)
+ *                  no server / attempts used up
+ *
+ * Relay: each direction (a "half") reads into a buffer and writes it out at
+ * once; the buffer goes back to the worker when empty, so an idle session
+ * holds no buffer. When the writer cannot take everything, the half stops
+ * reading its source until the rest is written: at most one buffer per
+ * direction is ever held (backpressure), the rest waits in the kernel's
+ * socket buffers and TCP's window. EOF on one side is passed on with
+ * shutdown(SHUT_WR) while the other direction goes on (half-close).
+ *
+ * Everything here runs on the worker thread that accepted the connection.
+ * lb_session_finish frees the session: every caller returns right after it.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+/* Sessions embed their events (event_assign) so that a session is one
+ * allocation; that ties us to the libevent ABI we build against, which the
+ * distribution package pins. */
+#include <event2/event_struct.h>
+
+#include "lb.h"
+
+enum lb_session_state {
+    LB_SESSION_CONNECTING = 0,
+    LB_SESSION_RELAYING,
+};
+
+static const char *const lb_session_state_names[] = {
+    [LB_SESSION_CONNECTING] = "connecting",
+    [LB_SESSION_RELAYING] = "relaying",
+};
+
+/* One direction of the relay. */
+struct lb_half {
+    struct lb_session *s;
+    int src_fd, dst_fd;
+    struct event *src_ev;           /* read on src */
+    struct event *dst_ev;           /* write on dst */
+    struct lb_buf *buf;             /* held only while bytes are pending */
+    uint32_t off, len;              /* pending bytes: buf->data[off..off+len) */
+    bool is_upstream;               /* client -> server */
+    bool is_shut;                   /* src's EOF passed on to dst */
+    uint64_t bytes;
+};
+
+/* Allocated in one block at accept (with the tried[] list) and freed in one
+ * place, lb_session_finish. Owned by its worker thread. */
+struct lb_session {
+    struct lb_worker *w;
+    struct lb_session *prev, *next; /* the worker's list */
+    struct lb_gen *gen;             /* one reference */
+    struct lb_frontend *fe;
+    struct lb_pool *pool;
+    struct lb_server *server;       /* picked and counted, or NULL */
+    enum lb_session_state state;
+    int cfd, sfd;
+    struct event c_read, c_write, s_read, s_write, timer;
+    struct lb_half up;              /* client -> server */
+    struct lb_half down;            /* server -> client */
+    uint64_t started_ms;
+    uint64_t last_active_ms;
+    char client_text[64];
+    struct sockaddr_storage client;
+    uint64_t client_hash;
+    uint32_t ntried;
+    uint32_t tried[];               /* pool retries + 1 */
+};
+
+static void lb_session_connect(struct lb_session *s);
+static void lb_session_on_connect(evutil_socket_t fd, short what, void *arg);
+static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
+static void lb_session_on_read(evutil_socket_t fd, short what, void *arg);
+static void lb_session_on_write(evutil_socket_t fd, short what, void *arg);
+static void lb_session_finish(struct lb_session *s, const char *reason);
+
+static uint64_t
+lb_session_now_ms(struct lb_session *s)
+{
+    struct timeval tv;
+
+    /* The time the loop cached when it woke: no syscall per read. */
+    event_base_gettimeofday_cached(s->w->base, &tv);
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+static struct timeval
+lb_session_tv(uint64_t ms)
+{
+    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
+
+static void
+lb_session_nodelay(int fd)
+{
+    int one = 1;
+
+    /* A proxy must not add Nagle's delay to small request/response writes. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static uint64_t
+lb_session_client_hash(const struct sockaddr *sa)
+{
+    /* The address without the port: one client keeps its server. */
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        return bal_hash_bytes(&in6->sin6_addr, sizeof(in6->sin6_addr));
+    }
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    return bal_hash_bytes(&in->sin_addr, sizeof(in->sin_addr));
+}
+
+void
+lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+                 const struct sockaddr *client, socklen_t client_len)
+{
+    struct lb_pool *pool = fe->pool;
+    uint32_t attempts = pool->conf->retries + 1;
+    struct lb_session *s = calloc(1, sizeof(*s) + attempts * sizeof(uint32_t));
+
+    if (s == NULL) {
+        lb_log(CONF_LOG_ERROR, "session_failed", "frontend=%s error=\"out of memory\"",
+               fe->conf->name);
+        close(fd);
+        lb_limit_release(w->daemon);
+        return;
+    }
+    s->w = w;
+    s->gen = w->gen;
+    lb_gen_ref(s->gen);
+    s->fe = fe;
+    s->pool = pool;
+    s->cfd = fd;
+    s->sfd = -1;
+    memcpy(&s->client, client, client_len);
+    lb_net_addr_text(client, s->client_text, sizeof(s->client_text));
+    if (pool->bal->algo == BAL_ALGO_SOURCE)
+        s->client_hash = lb_session_client_hash(client);
+    s->started_ms = s->last_active_ms = lb_session_now_ms(s);
+    lb_session_nodelay(fd);
+
+    /* Every event is assigned once here, so finish can event_del them all
+     * whatever state the session reached. */
+    event_assign(&s->c_read, w->base, fd, EV_READ | EV_PERSIST, lb_session_on_read, &s->up);
+    event_assign(&s->c_write, w->base, fd, EV_WRITE | EV_PERSIST, lb_session_on_write, &s->down);
+    event_assign(&s->s_read, w->base, -1, EV_READ | EV_PERSIST, lb_session_on_read, &s->down);
+    event_assign(&s->s_write, w->base, -1, EV_WRITE, lb_session_on_connect, s);
+    event_assign(&s->timer, w->base, -1, 0, lb_session_on_timer, s);
+
+    s->next = w->sessions;
+    if (w->sessions != NULL)
+        w->sessions->prev = s;
+    w->sessions = s;
+    w->nsessions++;
+    atomic_fetch_add_explicit(&fe->active_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fe->total_connections, 1, memory_order_relaxed);
+
+    s->state = LB_SESSION_CONNECTING;
+    lb_session_connect(s);
+}
+
+/* ------------------------------------------------------------ connecting */
+
+static void
+lb_session_connect_failed(struct lb_session *s, const char *error)
+{
+    struct lb_server *srv = s->server;
+    char qbuf[128];
+
+    atomic_fetch_add_explicit(&srv->connect_failures, 1, memory_order_relaxed);
+    lb_log(CONF_LOG_WARN, "connect_failed",
+           "frontend=%s pool=%s server=%s addr=%s client=%s error=%s attempt=%u",
+           s->fe->conf->name, s->pool->conf->name, srv->conf->name,
+           srv->conf->addr.text, s->client_text,
+           lb_log_quote(qbuf, sizeof(qbuf), error), s->ntried);
+    bal_server_conn_end(s->pool->bal, srv->index);
+    s->server = NULL;
+    event_del(&s->s_write);
+    event_del(&s->timer);
+    close(s->sfd);
+    s->sfd = -1;
+}
+
+static void
+lb_session_relay_start(struct lb_session *s)
+{
+    struct event_base *base = s->w->base;
+    struct timeval idle = lb_session_tv(s->pool->conf->idle_timeout_ms);
+
+    s->state = LB_SESSION_RELAYING;
+    event_del(&s->timer);
+    atomic_fetch_add_explicit(&s->server->total_connections, 1, memory_order_relaxed);
+
+    s->up = (struct lb_half){ .s = s, .src_fd = s->cfd, .dst_fd = s->sfd,
+                              .src_ev = &s->c_read, .dst_ev = &s->s_write,
+                              .is_upstream = true };
+    s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
+                                .src_ev = &s->s_read, .dst_ev = &s->c_write };
+    event_assign(&s->s_read, base, s->sfd, EV_READ | EV_PERSIST, lb_session_on_read, &s->down);
+    event_assign(&s->s_write, base, s->sfd, EV_WRITE | EV_PERSIST, lb_session_on_write, &s->up);
+    s->last_active_ms = lb_session_now_ms(s);
+    if (event_add(&s->c_read, NULL) == -1 || event_add(&s->s_read, NULL) == -1 ||
+        event_add(&s->timer, &idle) == -1) {
+        lb_session_finish(s, "event_add failed");
+    }
+}
+
+/* Picks servers and connects until one connect is under way or done, or no
+ * attempt is left. */
+static void
+lb_session_connect(struct lb_session *s)
+{
+    const struct conf_pool *pc = s->pool->conf;
+    char qbuf[128];
+
+    for (;;) {
+        struct lb_server *srv;
+        struct timeval tv;
+        int idx, fd;
+
+        if (s->ntried == pc->retries + 1) {
+            lb_log(CONF_LOG_ERROR, "no_server",
+                   "frontend=%s pool=%s client=%s reason=\"%u connect attempts failed\"",
+                   s->fe->conf->name, pc->name, s->client_text, s->ntried);
+            lb_session_finish(s, "no server");
+            return;
+        }
+        idx = bal_pick(s->pool->bal, s->w->cursors[s->pool->index],
+                       s->client_hash, s->tried, s->ntried);
+        if (idx < 0) {
+            lb_log(CONF_LOG_ERROR, "no_server", "frontend=%s pool=%s client=%s reason=%s",
+                   s->fe->conf->name, pc->name, s->client_text,
+                   s->ntried == 0 ? "\"no server in rotation\""
+                                  : "\"no other server to try\"");
+            lb_session_finish(s, "no server");
+            return;
+        }
+        s->tried[s->ntried++] = (uint32_t)idx;
+        srv = &s->pool->servers[idx];
+        s->server = srv;
+        bal_server_conn_start(s->pool->bal, (size_t)idx);
+
+        fd = socket(srv->conf->addr.ss.ss_family,
+                    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            /* Out of descriptors or memory here: another server will not
+             * help, so give up on this client. */
+            lb_log(CONF_LOG_ERROR, "session_failed", "frontend=%s client=%s error=%s",
+                   s->fe->conf->name, s->client_text,
+                   lb_log_quote(qbuf, sizeof(qbuf), strerror(errno)));
+            lb_session_finish(s, "socket failed");
+            return;
+        }
+        s->sfd = fd;
+        lb_session_nodelay(fd);
+        if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss,
+                    srv->conf->addr.len) == 0) {
+            lb_session_relay_start(s);
+            return;
+        }
+        if (errno == EINPROGRESS) {
+            tv = lb_session_tv(pc->connect_timeout_ms);
+            event_assign(&s->s_write, s->w->base, fd, EV_WRITE, lb_session_on_connect, s);
+            if (event_add(&s->s_write, NULL) == 0 && event_add(&s->timer, &tv) == 0)
+                return;
+            lb_session_finish(s, "event_add failed");
+            return;
+        }
+        /* Loopback refuses at once: no event needed to learn it. */
+        lb_session_connect_failed(s, strerror(errno));
+    }
+}
+
+static void
+lb_session_on_connect(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_session *s = arg;
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    /* Linux reports the outcome of a non-blocking connect in SO_ERROR once
+     * the socket turns writable. */
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+        err = errno;
+    if (err == 0) {
+        lb_session_relay_start(s);
+        return;
+    }
+    lb_session_connect_failed(s, strerror(err));
+    lb_session_connect(s);
+}
+
+static void
+lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_session *s = arg;
+    uint64_t now, idle, quiet;
+    struct timeval tv;
+    char msg[64];
+
+    if (s->state == LB_SESSION_CONNECTING) {
+        snprintf(msg, sizeof(msg), "timeout after %llu ms",
+                 (unsigned long long)s->pool->conf->connect_timeout_ms);
+        lb_session_connect_failed(s, msg);
+        lb_session_connect(s);
+        return;
+    }
+    /* Idle: reads only stamp last_active_ms; the timer re-arms itself for
+     * the rest of the period instead of being re-added on every read. */
+    now = lb_session_now_ms(s);
+    idle = s->pool->conf->idle_timeout_ms;
+    quiet = now > s->last_active_ms ? now - s->last_active_ms : 0;
+    if (quiet >= idle) {
+        lb_session_finish(s, "idle timeout");
+        return;
+    }
+    tv = lb_session_tv(idle - quiet);
+    if (event_add(&s->timer, &tv) == -1)
+        lb_session_finish(s, "event_add failed");
+}
+
+/* -------------------------------------------------------------- relaying */
+
+static void
+lb_half_count(struct lb_half *h, size_t n)
+{
+    struct lb_server *srv = h->s->server;
+
+    h->bytes += n;
+    if (h->is_upstream)
+        atomic_fetch_add_explicit(&srv->bytes_out, n, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&srv->bytes_in, n, memory_order_relaxed);
+}
+
+static void
+lb_half_release(struct lb_half *h)
+{
+    if (h->buf != NULL) {
+        lb_worker_buf_put(h->s->w, h->buf);
+        h->buf = NULL;
+    }
+    h->off = h->len = 0;
+}
+
+/* src reached EOF and everything read is written: pass the FIN on. */
+static void
+lb_half_shut(struct lb_half *h)
+{
+    struct lb_session *s = h->s;
+    struct lb_half *other = h->is_upstream ? &s->down : &s->up;
+
+    event_del(h->src_ev);
+    lb_half_release(h);
+    (void)shutdown(h->dst_fd, SHUT_WR);
+    h->is_shut = true;
+    if (other->is_shut)
+        lb_session_finish(s, "closed");
+}
+
+static const char *
+lb_half_error_reason(const struct lb_half *h, bool on_src)
+{
+    bool client = h->is_upstream == on_src;
+
+    return client ? "client error" : "server error";
+}
+
+static void
+lb_session_on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_half *h = arg;
+    struct lb_session *s = h->s;
+    ssize_t n, w;
+
+    if (h->buf == NULL && (h->buf = lb_worker_buf_get(s->w)) == NULL) {
+        lb_session_finish(s, "out of memory");
+        return;
+    }
+    n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
+    if (n == 0) {
+        lb_half_shut(h);
+        return;
+    }
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            lb_half_release(h);
+            return;
+        }
+        lb_session_finish(s, lb_half_error_reason(h, true));
+        return;
+    }
+    s->last_active_ms = lb_session_now_ms(s);
+    lb_half_count(h, (size_t)n);
+
+    /* Write at once: in the common case everything goes and the buffer is
+     * back on the free list before the next event. */
+    w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
+    if (w == n) {
+        lb_half_release(h);
+        return;
+    }
+    if (w < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            lb_session_finish(s, lb_half_error_reason(h, false));
+            return;
+        }
+        w = 0;
+    }
+    h->off = (uint32_t)w;
+    h->len = (uint32_t)(n - w);
+    event_del(h->src_ev);
+    if (event_add(h->dst_ev, NULL) == -1)
+        lb_session_finish(s, "event_add failed");
+}
+
+static void
+lb_session_on_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_half *h = arg;
+    struct lb_session *s = h->s;
+    ssize_t w;
+
+    w = send(h->dst_fd, h->buf->data + h->off, h->len, MSG_NOSIGNAL);
+    if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return;
+        lb_session_finish(s, lb_half_error_reason(h, false));
+        return;
+    }
+    s->last_active_ms = lb_session_now_ms(s);
+    h->off += (uint32_t)w;
+    h->len -= (uint32_t)w;
+    if (h->len > 0)
+        return;
+    lb_half_release(h);
+    event_del(h->dst_ev);
+    if (event_add(h->src_ev, NULL) == -1)
+        lb_session_finish(s, "event_add failed");
+}
+
+/* ---------------------------------------------------------------- ending */
+
+void
+lb_session_abort(struct lb_session *s, const char *reason)
+{
+    lb_session_finish(s, reason);
+}
+
+/* The single exit: every path that ends a session comes here, once. */
+static void
+lb_session_finish(struct lb_session *s, const char *reason)
+{
+    struct lb_worker *w = s->w;
+    char qbuf[64];
+
+    lb_log(CONF_LOG_DEBUG, "session_end",
+           "frontend=%s server=%s client=%s state=%s reason=%s bytes_in=%llu "
+           "bytes_out=%llu duration_ms=%llu",
+           s->fe->conf->name, s->server ? s->server->conf->name : "-",
+           s->client_text, lb_session_state_names[s->state],
+           lb_log_quote(qbuf, sizeof(qbuf), reason),
+           (unsigned long long)s->down.bytes, (unsigned long long)s->up.bytes,
+           (unsigned long long)(lb_session_now_ms(s) - s->started_ms));
+
+    event_del(&s->c_read);
+    event_del(&s->c_write);
+    event_del(&s->s_read);
+    event_del(&s->s_write);
+    event_del(&s->timer);
+    lb_half_release(&s->up);
+    lb_half_release(&s->down);
+    if (s->sfd >= 0)
+        close(s->sfd);
+    close(s->cfd);
+    if (s->server != NULL)
+        bal_server_conn_end(s->pool->bal, s->server->index);
+    atomic_fetch_sub_explicit(&s->fe->active_connections, 1, memory_order_relaxed);
+
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        w->sessions = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    w->nsessions--;
+
+    lb_gen_unref(s->gen);
+    free(s);
+    lb_limit_release(w->daemon);
+    lb_worker_session_gone(w);
+}

@@ -1,0 +1,403 @@
+/*
+ * worker.c - data-path threads: one event_base each, its own listening
+ * socket of every frontend (SO_REUSEPORT), its sessions, its balancer
+ * cursors and its relay buffers. Nothing here takes a lock on the
+ * per-connection path; the only shared figures are atomics.
+ *
+ * Other threads talk to a worker by setting one of its request flags (or the
+ * daemon-wide pause flag) and calling lb_worker_notify(), which activates
+ * notify_ev in the worker's base; the worker then reads the flags itself.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "lb.h"
+
+/* Accepts per readiness event: enough to drain a burst, few enough that one
+ * busy frontend does not starve the sessions of the same worker. */
+#define LB_WORKER_ACCEPT_BATCH 64
+/* Relay buffers kept per worker after use (64 KiB each). */
+#define LB_WORKER_FREE_BUFS_MAX 32
+/* After EMFILE/ENFILE, how long accepts pause before the next try. */
+#define LB_WORKER_EMFILE_PAUSE_MS 100
+/* At most one max_connections_reached / accept_resumed pair per second:
+ * at the cap every close resumes and the next accept pauses again. */
+#define LB_LIMIT_LOG_INTERVAL_MS 1000
+
+struct lb_listener {
+    struct lb_worker *w;
+    struct lb_frontend *fe;
+    int fd;
+    struct event *ev;
+    bool is_enabled;
+};
+
+static void lb_worker_on_accept(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_on_notify(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg);
+
+/* ------------------------------------------------------------- the limit */
+
+static uint64_t
+lb_limit_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static _Atomic uint64_t lb_limit_last_log_ms;
+
+static bool
+lb_limit_should_log(void)
+{
+    uint64_t now = lb_limit_now_ms();
+    uint64_t last = atomic_load_explicit(&lb_limit_last_log_ms, memory_order_relaxed);
+
+    return (last == 0 || now - last >= LB_LIMIT_LOG_INTERVAL_MS) &&
+           atomic_compare_exchange_strong(&lb_limit_last_log_ms, &last, now ? now : 1);
+}
+
+static bool
+lb_limit_reserve(struct lb_limit *l)
+{
+    uint32_t n = atomic_load(&l->active);
+
+    do {
+        if (n >= l->max)
+            return false;
+    } while (!atomic_compare_exchange_weak(&l->active, &n, n + 1));
+    return true;
+}
+
+static void
+lb_limit_notify_all(struct lb_daemon *d)
+{
+    for (size_t i = 0; i < d->nworkers; i++)
+        lb_worker_notify(&d->workers[i]);
+}
+
+static void
+lb_limit_resume(struct lb_daemon *d)
+{
+    bool expected = true;
+
+    if (atomic_compare_exchange_strong(&d->limit.paused, &expected, false)) {
+        if (lb_limit_should_log())
+            lb_log(CONF_LOG_INFO, "accept_resumed", "active=%u limit=%u",
+                   atomic_load(&d->limit.active), d->limit.max);
+        lb_limit_notify_all(d);
+    }
+}
+
+static void
+lb_limit_pause(struct lb_daemon *d)
+{
+    if (!atomic_exchange(&d->limit.paused, true)) {
+        if (lb_limit_should_log())
+            lb_log(CONF_LOG_WARN, "max_connections_reached", "limit=%u", d->limit.max);
+        lb_limit_notify_all(d);
+    }
+    /* A session may have ended between the failed reserve and the store of
+     * the flag, and seen no pause to lift: look again (both sides use
+     * sequentially consistent atomics, so one of them sees the other). */
+    if (atomic_load(&d->limit.active) < d->limit.max)
+        lb_limit_resume(d);
+}
+
+void
+lb_limit_release(struct lb_daemon *d)
+{
+    atomic_fetch_sub(&d->limit.active, 1);
+    if (atomic_load(&d->limit.paused))
+        lb_limit_resume(d);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+int
+lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
+               char *err, size_t errlen)
+{
+    struct lb_gen *g = d->gen;
+    const struct conf *c = g->conf;
+    char lerr[128];
+
+    w->id = id;
+    w->daemon = d;
+    w->gen = g;
+    lb_gen_ref(g);
+    w->base = event_base_new();
+    if (w->base == NULL) {
+        snprintf(err, errlen, "event_base_new failed");
+        return -1;
+    }
+    w->notify_ev = event_new(w->base, -1, 0, lb_worker_on_notify, w);
+    w->retry_accept_ev = evtimer_new(w->base, lb_worker_on_retry_accept, w);
+    w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
+    w->listeners = calloc(c->nfrontends ? c->nfrontends : 1, sizeof(*w->listeners));
+    if (w->notify_ev == NULL || w->retry_accept_ev == NULL || w->cursors == NULL ||
+        w->listeners == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < c->npools; i++) {
+        /* Different seeds: workers do not all start round robin on the
+         * same server. */
+        w->cursors[i] = bal_cursor_new(g->pools[i].bal, id);
+        if (w->cursors[i] == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < c->nfrontends; i++) {
+        struct lb_listener *l = &w->listeners[i];
+        const struct conf_addr *a = &c->frontends[i].listen;
+
+        l->w = w;
+        l->fe = &g->frontends[i];
+        l->fd = lb_net_listen((const struct sockaddr *)&a->ss, a->len, lerr, sizeof(lerr));
+        if (l->fd < 0) {
+            snprintf(err, errlen, "frontend %s: listen on %s: %s",
+                     c->frontends[i].name, a->text, lerr);
+            return -1;
+        }
+        l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, l);
+        if (l->ev == NULL || event_add(l->ev, NULL) == -1) {
+            snprintf(err, errlen, "frontend %s: event_add failed", c->frontends[i].name);
+            return -1;
+        }
+        l->is_enabled = true;
+    }
+    return 0;
+}
+
+static void *
+lb_worker_main(void *arg)
+{
+    struct lb_worker *w = arg;
+    struct lb_daemon *d = w->daemon;
+
+    /* NO_EXIT_ON_EMPTY: a worker whose listeners are paused at the cap and
+     * that has no session left must still wait for the resume. */
+    event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    atomic_fetch_sub(&d->workers_running, 1);
+    event_active(d->worker_exit_ev, EV_READ, 0);
+    return NULL;
+}
+
+int
+lb_worker_start(struct lb_worker *w)
+{
+    atomic_fetch_add(&w->daemon->workers_running, 1);
+    if (pthread_create(&w->thread, NULL, lb_worker_main, w) != 0) {
+        atomic_fetch_sub(&w->daemon->workers_running, 1);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+lb_worker_close_listeners(struct lb_worker *w)
+{
+    if (w->listeners == NULL)
+        return;
+    for (size_t i = 0; i < w->gen->conf->nfrontends; i++) {
+        struct lb_listener *l = &w->listeners[i];
+
+        if (l->ev != NULL) {
+            event_free(l->ev);
+            l->ev = NULL;
+        }
+        if (l->fd >= 0 && l->w != NULL) {
+            close(l->fd);
+            l->fd = -1;
+        }
+        l->is_enabled = false;
+    }
+}
+
+void
+lb_worker_fini(struct lb_worker *w)
+{
+    lb_worker_close_listeners(w);
+    free(w->listeners);
+    w->listeners = NULL;
+    if (w->cursors != NULL) {
+        for (size_t i = 0; i < w->gen->conf->npools; i++)
+            bal_cursor_free(w->cursors[i]);
+        free(w->cursors);
+        w->cursors = NULL;
+    }
+    while (w->free_bufs != NULL) {
+        struct lb_buf *b = w->free_bufs;
+        w->free_bufs = b->next;
+        free(b);
+    }
+    if (w->notify_ev != NULL)
+        event_free(w->notify_ev);
+    if (w->retry_accept_ev != NULL)
+        event_free(w->retry_accept_ev);
+    if (w->base != NULL)
+        event_base_free(w->base);
+    if (w->gen != NULL)
+        lb_gen_unref(w->gen);
+    w->notify_ev = w->retry_accept_ev = NULL;
+    w->base = NULL;
+    w->gen = NULL;
+}
+
+void
+lb_worker_notify(struct lb_worker *w)
+{
+    /* Safe from any thread: evthread_use_pthreads() made the base
+     * notifiable, and activating an event that is already active is a
+     * no-op, so wake-ups coalesce. */
+    event_active(w->notify_ev, EV_READ, 0);
+}
+
+/* ------------------------------------------------------------- accepting */
+
+static void
+lb_worker_sync_listeners(struct lb_worker *w)
+{
+    bool want = !w->is_stopping && !w->is_accept_paused_emfile &&
+                !atomic_load(&w->daemon->limit.paused);
+
+    for (size_t i = 0; i < w->gen->conf->nfrontends; i++) {
+        struct lb_listener *l = &w->listeners[i];
+
+        if (l->ev == NULL || l->is_enabled == want)
+            continue;
+        if (want)
+            event_add(l->ev, NULL);
+        else
+            event_del(l->ev);
+        l->is_enabled = want;
+    }
+}
+
+static void
+lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_listener *l = arg;
+    struct lb_worker *w = l->w;
+    struct lb_daemon *d = w->daemon;
+    char qbuf[128];
+
+    for (int i = 0; i < LB_WORKER_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int cfd;
+
+        /* Reserve the slot first: past the cap the connection stays in the
+         * kernel's accept queue instead of being accepted and dropped. */
+        if (!lb_limit_reserve(&d->limit)) {
+            lb_worker_sync_listeners(w);    /* this worker at once */
+            lb_limit_pause(d);
+            return;
+        }
+        cfd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) {
+            int err = errno;
+
+            lb_limit_release(d);
+            if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+                return;
+            if (err == ECONNABORTED)
+                continue;
+            /* Out of descriptors or memory: the listener stays readable, so
+             * pause it briefly instead of spinning (as haproxy does). */
+            lb_log(CONF_LOG_WARN, "accept_failed", "frontend=%s error=%s pause_ms=%d",
+                   l->fe->conf->name, lb_log_quote(qbuf, sizeof(qbuf), strerror(err)),
+                   LB_WORKER_EMFILE_PAUSE_MS);
+            w->is_accept_paused_emfile = true;
+            lb_worker_sync_listeners(w);
+            struct timeval tv = { 0, LB_WORKER_EMFILE_PAUSE_MS * 1000 };
+            event_add(w->retry_accept_ev, &tv);
+            return;
+        }
+        lb_session_start(w, l->fe, cfd, (struct sockaddr *)&ss, len);
+    }
+}
+
+static void
+lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    w->is_accept_paused_emfile = false;
+    lb_worker_sync_listeners(w);
+}
+
+/* ---------------------------------------------------------------- stopping */
+
+void
+lb_worker_session_gone(struct lb_worker *w)
+{
+    if (w->is_stopping && w->nsessions == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void
+lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    if (atomic_load(&w->stop_requested) && !w->is_stopping) {
+        /* Closing (not just disabling) the sockets makes the kernel refuse
+         * new connections at once. */
+        w->is_stopping = true;
+        lb_worker_close_listeners(w);
+        event_del(w->retry_accept_ev);
+    }
+    if (atomic_load(&w->force_requested)) {
+        uint64_t closed = 0;
+
+        while (w->sessions != NULL) {
+            lb_session_abort(w->sessions, "shutdown timeout");
+            closed++;
+        }
+        atomic_fetch_add(&w->daemon->forced_closes, closed);
+    }
+    if (w->is_stopping) {
+        if (w->nsessions == 0)
+            event_base_loopexit(w->base, NULL);
+        return;
+    }
+    lb_worker_sync_listeners(w);
+}
+
+/* --------------------------------------------------------------- buffers */
+
+struct lb_buf *
+lb_worker_buf_get(struct lb_worker *w)
+{
+    struct lb_buf *b = w->free_bufs;
+
+    if (b != NULL) {
+        w->free_bufs = b->next;
+        w->nfree_bufs--;
+        return b;
+    }
+    return malloc(sizeof(*b));
+}
+
+void
+lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b)
+{
+    if (w->nfree_bufs >= LB_WORKER_FREE_BUFS_MAX) {
+        free(b);
+        return;
+    }
+    b->next = w->free_bufs;
+    w->free_bufs = b;
+    w->nfree_bufs++;
+}

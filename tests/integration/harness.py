@@ -1,0 +1,869 @@
+"""harness.py - shared helpers for lb's integration tests.
+
+Every test file starts the real lb binary (LB_BIN) against real backends that
+run as threads of the test process, all on 127.0.0.1, and drives lb through
+real sockets and signals. Nothing is mocked.
+
+Habits (STYLE.md section 10):
+  - the harness picks ports: backends bind port 0 and keep their socket; lb's
+    ports come from free_port(), which probes ports outside the kernel's
+    ephemeral range so that no outgoing connection can take them meanwhile;
+  - waiting is polling with a deadline (wait_for), never a fixed sleep;
+  - every process and socket a test starts is stopped at teardown, also on
+    failure (unittest cleanups), and teardown fails when lb died by a signal,
+    did not exit on SIGTERM, printed a sanitizer report or logged an error
+    event the test did not expect.
+
+Run a file directly:  LB_BIN=build/lb LB_SOURCE_DIR=. python3 tests/integration/test_relay.py
+Run one test:         ... python3 tests/integration/test_relay.py RelayTest.test_integrity
+"""
+
+import atexit
+import hashlib
+import os
+import queue
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import unittest
+
+HOST = "127.0.0.1"
+LB_BIN = os.environ.get("LB_BIN", "")
+SOURCE_DIR = os.environ.get("LB_SOURCE_DIR", "")
+
+# Deadlines are generous because the suite also runs against an ASan/UBSan
+# build on a busy 2-core CI machine; they cost nothing when things work.
+READY_TIMEOUT = 20.0
+EXIT_TIMEOUT = 20.0
+IO_TIMEOUT = 10.0
+
+SANITIZER_MARKERS = (
+    "ERROR: AddressSanitizer",
+    "AddressSanitizer:",
+    "LeakSanitizer",
+    "runtime error:",
+    "ThreadSanitizer",
+)
+
+
+def _binary_is_sanitized(path):
+    """True when LB_BIN was built with ASan (its memory use is not
+    comparable: freed blocks sit in a quarantine)."""
+    try:
+        with open(path, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
+SANITIZED = _binary_is_sanitized(LB_BIN) if LB_BIN else False
+
+
+# ----------------------------------------------------------------- waiting
+
+def wait_for(cond, timeout, what, interval=0.01):
+    """Polls cond() until it returns a truthy value, which is returned.
+    Raises AssertionError naming `what` (a string, or a callable returning
+    one, evaluated at failure time to describe the state) when timeout
+    seconds pass first. Bounded in time; the poll interval backs off to
+    100 ms."""
+    deadline = time.monotonic() + timeout
+    delay = interval
+    while True:
+        value = cond()
+        if value:
+            return value
+        now = time.monotonic()
+        if now >= deadline:
+            desc = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {desc}")
+        time.sleep(min(delay, deadline - now))
+        delay = min(delay * 2, 0.1)
+
+
+# ------------------------------------------------------------------- ports
+
+_used_ports = set()
+_ports_lock = threading.Lock()
+_rng = random.Random()          # seeded from os.urandom: differs per process
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on, for lb to bind.
+
+    Picked at random outside the ephemeral range, so that no connect() of any
+    process (lb's own upstream connections included) can be given it as a
+    local port before lb binds it, and parallel test processes rarely pick
+    the same one. Probed without SO_REUSEADDR, so a port in TIME_WAIT is
+    skipped too."""
+    lo, hi = _ephemeral_range()
+    if lo > 12000:
+        span = (10000, lo - 1)
+    elif hi < 63000:
+        span = (hi + 1, 65535)
+    else:
+        span = None
+    for _ in range(500):
+        if span is None:
+            s = socket.socket()
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+            s.close()
+        else:
+            port = _rng.randint(*span)
+            s = socket.socket()
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            finally:
+                s.close()
+        with _ports_lock:
+            if port in _used_ports:
+                continue
+            _used_ports.add(port)
+        return port
+    raise RuntimeError("free_port: no free port found in 500 tries")
+
+
+class RefusedPort:
+    """A port where a connect is refused: a socket bound to it but not
+    listening. Keeping the socket (without SO_REUSEADDR) reserves the port, so
+    nothing else can start listening there during the test."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind((HOST, 0))
+        self.port = self.sock.getsockname()[1]
+        self.addr = f"{HOST}:{self.port}"
+
+    def stop(self):
+        self.sock.close()
+
+
+class Blackhole:
+    """A port where a connect never completes (SYNs are dropped).
+
+    Linux drops a SYN when the listener's accept queue is full. A listener
+    with listen(0) holds one established connection, so one filler client
+    that is never accepted fills it, and a second one keeps retrying its SYN.
+    The constructor checks that a probe connect really times out."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind((HOST, 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.addr = f"{HOST}:{self.port}"
+        self.fillers = []
+        first = socket.create_connection((HOST, self.port), timeout=5)
+        self.fillers.append(first)
+        second = socket.socket()
+        second.setblocking(False)
+        second.connect_ex((HOST, self.port))
+        self.fillers.append(second)
+        probe = socket.socket()
+        probe.settimeout(0.5)
+        try:
+            probe.connect((HOST, self.port))
+        except (socket.timeout, TimeoutError):
+            pass
+        else:
+            raise AssertionError(
+                "Blackhole: a connect to a full listen(0) queue completed; this "
+                "kernel does not drop SYNs on accept-queue overflow")
+        finally:
+            probe.close()
+
+    def stop(self):
+        for s in self.fillers:
+            s.close()
+        self.sock.close()
+
+
+# ---------------------------------------------------------------- backends
+
+class Backend:
+    """A TCP server on 127.0.0.1 (port picked by the kernel) that runs
+    handler(backend, conn) in a thread per accepted connection.
+
+    Counts connections thread-safely: accepted (ever), active (handler still
+    running). A handler reports findings with backend.report(x) (read with
+    backend.reports, a queue.Queue). Exceptions other than socket errors are
+    kept in backend.errors: a test can assert there are none. The socket is
+    closed when the handler returns."""
+
+    def __init__(self, handler, name="backend", backlog=128, conn_timeout=30.0):
+        self.name = name
+        self.handler = handler
+        self.conn_timeout = conn_timeout
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(backlog)
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.addr = f"{HOST}:{self.port}"
+        self.reports = queue.Queue()
+        self.errors = []
+        self._lock = threading.Lock()
+        self._accepted = 0
+        self._active = 0
+        self._conns = set()
+        self._threads = []
+        self._stopping = threading.Event()
+        self._acceptor = threading.Thread(target=self._accept_loop,
+                                          name=f"{name}-accept", daemon=True)
+        self._acceptor.start()
+
+    @property
+    def accepted(self):
+        with self._lock:
+            return self._accepted
+
+    @property
+    def active(self):
+        with self._lock:
+            return self._active
+
+    def report(self, item):
+        self.reports.put(item)
+
+    def next_report(self, timeout=IO_TIMEOUT):
+        try:
+            return self.reports.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"backend {self.name}: no report within {timeout}s")
+
+    def _accept_loop(self):
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            conn.settimeout(self.conn_timeout)
+            with self._lock:
+                self._accepted += 1
+                self._active += 1
+                self._conns.add(conn)
+            t = threading.Thread(target=self._serve, args=(conn,),
+                                 name=f"{self.name}-conn", daemon=True)
+            t.start()
+            with self._lock:
+                self._threads.append(t)
+
+    def _serve(self, conn):
+        try:
+            self.handler(self, conn)
+        except (OSError, socket.timeout):
+            pass                     # resets and timeouts are the tests' business
+        except Exception:
+            self.errors.append(traceback.format_exc())
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._conns.discard(conn)
+            conn.close()
+
+    def stop(self):
+        self._stopping.set()
+        self._acceptor.join(timeout=5)
+        self.sock.close()
+        with self._lock:
+            conns = list(self._conns)
+            threads = list(self._threads)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)   # wakes a handler blocked in recv
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def read_line(conn, limit=65536):
+    """Reads up to and including b"\\n" (or EOF); returns the bytes."""
+    buf = b""
+    while b"\n" not in buf and len(buf) < limit:
+        d = conn.recv(4096)
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def drain_until_eof(conn):
+    """Reads and counts bytes until EOF; returns (count, data) where data is
+    kept only up to 1 MB."""
+    total = 0
+    kept = []
+    while True:
+        d = conn.recv(65536)
+        if not d:
+            return total, b"".join(kept)
+        total += len(d)
+        if total <= 1 << 20:
+            kept.append(d)
+
+
+class NamedBackend(Backend):
+    """Replies "NAME\\n" to each connection. read_request: first reads a line
+    (or EOF) from the client. hold: after replying, keeps the connection open
+    until the client side closes (for leastconn and max_connections);
+    otherwise closes at once."""
+
+    def __init__(self, name, read_request=False, hold=False):
+        def handler(backend, conn):
+            if read_request:
+                read_line(conn)
+            conn.sendall(f"{name}\n".encode())
+            if hold:
+                drain_until_eof(conn)
+        super().__init__(handler, name=name)
+
+
+class EchoBackend(Backend):
+    """Echoes every byte. On EOF from the client it has already written all
+    it read, so it shuts its write side down (FIN) and reports
+    ("eof", bytes_echoed)."""
+
+    def __init__(self, name="echo"):
+        def handler(backend, conn):
+            total = 0
+            while True:
+                d = conn.recv(65536)
+                if not d:
+                    break
+                conn.sendall(d)
+                total += len(d)
+            conn.shutdown(socket.SHUT_WR)
+            backend.report(("eof", total))
+        super().__init__(handler, name=name)
+
+
+# ------------------------------------------------------------------ client
+
+def connect(port, timeout=IO_TIMEOUT, source=None):
+    """A client socket connected to 127.0.0.1:port (optionally from source,
+    another 127.x.y.z address), with timeout set for later I/O."""
+    src = (source, 0) if source else None
+    return socket.create_connection((HOST, port), timeout=timeout, source_address=src)
+
+
+def recv_until_eof(sock, timeout=IO_TIMEOUT, limit=64 << 20):
+    """Reads until EOF. Returns (data, how): how is "eof" (orderly FIN),
+    "reset" (RST) or "timeout" (deadline passed with the connection still
+    open). Raises when more than limit bytes arrive."""
+    deadline = time.monotonic() + timeout
+    chunks = []
+    total = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return b"".join(chunks), "timeout"
+        sock.settimeout(remaining)
+        try:
+            d = sock.recv(65536)
+        except (socket.timeout, TimeoutError):
+            return b"".join(chunks), "timeout"
+        except (ConnectionResetError, BrokenPipeError):
+            return b"".join(chunks), "reset"
+        if not d:
+            return b"".join(chunks), "eof"
+        chunks.append(d)
+        total += len(d)
+        if total > limit:
+            raise AssertionError(f"recv_until_eof: more than {limit} bytes")
+
+
+def recv_exact(sock, n, timeout=IO_TIMEOUT):
+    """Reads exactly n bytes; raises AssertionError on EOF, reset or
+    timeout."""
+    deadline = time.monotonic() + timeout
+    buf = bytearray()
+    while len(buf) < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"recv_exact: got {len(buf)} of {n} bytes in {timeout}s")
+        sock.settimeout(remaining)
+        try:
+            d = sock.recv(n - len(buf))
+        except (socket.timeout, TimeoutError):
+            continue
+        except ConnectionResetError:
+            raise AssertionError(f"recv_exact: reset after {len(buf)} of {n} bytes")
+        if not d:
+            raise AssertionError(f"recv_exact: EOF after {len(buf)} of {n} bytes")
+        buf += d
+    return bytes(buf)
+
+
+def request(port, payload=None, timeout=IO_TIMEOUT, source=None):
+    """One client connection: connect, send payload (if any), read until
+    EOF. Returns (data, how) as recv_until_eof; connect errors raise."""
+    s = connect(port, timeout=timeout, source=source)
+    try:
+        if payload:
+            s.sendall(payload)
+        return recv_until_eof(s, timeout=timeout)
+    finally:
+        s.close()
+
+
+def fetch_name(port, timeout=IO_TIMEOUT, source=None):
+    """Connects through lb to a NamedBackend and returns the name it
+    replied; raises AssertionError when the reply is not "NAME\\n" + EOF."""
+    data, how = request(port, timeout=timeout, source=source)
+    if how != "eof" or not data.endswith(b"\n") or data.count(b"\n") != 1:
+        raise AssertionError(f"expected a name line then EOF, got {data!r} ({how})")
+    return data[:-1].decode()
+
+
+def is_refused(port, timeout=2.0):
+    """True when a connect to port is refused right now."""
+    try:
+        s = socket.create_connection((HOST, port), timeout=timeout)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    s.close()
+    return False
+
+
+def is_readable(sock, timeout=0.0):
+    r, _, _ = select.select([sock], [], [], timeout)
+    return bool(r)
+
+
+def roundtrip(sock, payload, timeout=IO_TIMEOUT):
+    """Sends payload and reads back as many bytes (an echo round trip)."""
+    sock.sendall(payload)
+    return recv_exact(sock, len(payload), timeout=timeout)
+
+
+def echo_transfer(port, payload, timeout=60.0, chunk=256 * 1024):
+    """Sends payload through lb to an echo server from a sender thread,
+    half-closes, and reads everything back until EOF in the caller.
+    Returns (received, how)."""
+    s = connect(port, timeout=timeout)
+    err = []
+
+    def sender():
+        try:
+            view = memoryview(payload)
+            for off in range(0, len(payload), chunk):
+                s.sendall(view[off:off + chunk])
+            s.shutdown(socket.SHUT_WR)
+        except OSError as e:
+            err.append(e)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    try:
+        data, how = recv_until_eof(s, timeout=timeout, limit=len(payload) + (1 << 20))
+    finally:
+        t.join(timeout=timeout)
+        s.close()
+    if err:
+        how = f"{how} (sender failed: {err[0]!r})"
+    return data, how
+
+
+def vm_rss_kb(pid):
+    """Resident set size of a process, in kB, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+# --------------------------------------------------------------------- lb
+
+_LOG_PAIR = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|\S*)')
+
+
+def parse_log_line(line):
+    """Turns 'ts=.. level=info event=x key="a b"' into a dict (quoted values
+    unquoted). Lines that are not key=value give {}."""
+    out = {}
+    for key, value in _LOG_PAIR.findall(line):
+        if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+            value = re.sub(r'\\(.)', r'\1', value[1:-1])
+        out[key] = value
+    return out
+
+
+_tmpdirs = []
+_all_lbs = []
+_current_lbs = []       # lb instances of the running test (for failure dumps)
+
+
+def make_tmpdir():
+    d = tempfile.mkdtemp(prefix="lb-it-")
+    _tmpdirs.append(d)
+    return d
+
+
+def run_lb(args, timeout=EXIT_TIMEOUT, cwd=None):
+    """Runs LB_BIN with args to completion. Returns (code, stdout, stderr) as
+    text. Fails when lb hangs past timeout or prints a sanitizer report."""
+    try:
+        p = subprocess.run([LB_BIN] + list(args), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"lb {' '.join(args)} did not finish in {timeout}s")
+    out = p.stdout.decode(errors="replace")
+    err = p.stderr.decode(errors="replace")
+    for marker in SANITIZER_MARKERS:
+        if marker in err:
+            raise AssertionError(f"lb {' '.join(args)}: sanitizer report:\n{err}")
+    if p.returncode < 0:
+        raise AssertionError(f"lb {' '.join(args)} died by signal "
+                             f"{signal.Signals(-p.returncode).name}:\n{err}")
+    return p.returncode, out, err
+
+
+def lb_test(config_path, cwd=None):
+    """`lb -t -c FILE`: returns (code, stdout, stderr)."""
+    return run_lb(["-t", "-c", config_path], cwd=cwd)
+
+
+def _server_addr(target):
+    if isinstance(target, int):
+        return f"{HOST}:{target}"
+    if isinstance(target, str):
+        return target
+    return target.addr
+
+
+def make_config(servers, port=None, admin_port=None, balance="roundrobin",
+                workers=2, max_connections=10000, log_level="info",
+                shutdown_timeout="3s", connect_timeout="1s",
+                idle_timeout="5m", retries=2, frontend="fe", pool="p"):
+    """Config text with one frontend and one pool. servers: list of
+    (name, target) or (name, target, weight); a target is a backend-like
+    object with .addr, an "host:port" string or a port number.
+    Returns (text, frontend_port)."""
+    port = port or free_port()
+    admin_port = admin_port or free_port()
+    lines = [
+        "[global]",
+        f"workers = {workers}",
+        f"max_connections = {max_connections}",
+        f"log_level = {log_level}",
+        f"shutdown_timeout = {shutdown_timeout}",
+        "",
+        "[admin]",
+        f"listen = {HOST}:{admin_port}",
+        "",
+        f"[frontend {frontend}]",
+        f"listen = {HOST}:{port}",
+        f"pool = {pool}",
+        "",
+        f"[pool {pool}]",
+        f"balance = {balance}",
+    ]
+    for s in servers:
+        name, target = s[0], s[1]
+        weight = f" weight={s[2]}" if len(s) > 2 else ""
+        lines.append(f"server = {name} {_server_addr(target)}{weight}")
+    lines += [
+        f"connect_timeout = {connect_timeout}",
+        f"idle_timeout = {idle_timeout}",
+        f"retries = {retries}",
+        "check = none",
+        "",
+    ]
+    return "\n".join(lines), port
+
+
+class Lb:
+    """One lb daemon: config written to a fresh temp dir, started with
+    `lb -c FILE`, stderr (the log) and stdout to files in that dir.
+
+    close() is the teardown: stops lb (SIGTERM, SIGKILL after a deadline)
+    unless it already exited, then check()s it. allowed_errors names the
+    level=error events this test provokes on purpose."""
+
+    def __init__(self, config_text, port=None, allowed_errors=()):
+        self.dir = make_tmpdir()
+        self.config_path = os.path.join(self.dir, "lb.ini")
+        with open(self.config_path, "w") as f:
+            f.write(config_text)
+        self.port = port
+        self.allowed_errors = set(allowed_errors)
+        self.stderr_path = os.path.join(self.dir, "lb.stderr")
+        self.stdout_path = os.path.join(self.dir, "lb.stdout")
+        self.proc = None
+        self.killed = False
+        self.expect_status = 0          # checked by close()
+        self._closed = False
+        _all_lbs.append(self)
+        _current_lbs.append(self)
+
+    # -- process
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def start(self, wait_ready=True, timeout=READY_TIMEOUT):
+        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [LB_BIN, "-c", self.config_path], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, cwd=self.dir, start_new_session=True)
+        if wait_ready:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=READY_TIMEOUT):
+        def ready():
+            if self.events("ready"):
+                return True
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"lb exited with status {self.proc.returncode} before "
+                    f"event=ready\n{self.log_tail()}")
+            return False
+        wait_for(ready, timeout, "lb to log event=ready")
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def assert_running(self):
+        if not self.running():
+            raise AssertionError(f"lb exited unexpectedly with status "
+                                 f"{self.proc.returncode}\n{self.log_tail()}")
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout=EXIT_TIMEOUT):
+        """Waits for lb to exit on its own; returns its status. Kills it
+        and fails if it is still running after timeout."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.killed = True
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"lb still running {timeout}s later; "
+                                 f"killed it\n{self.log_tail()}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=EXIT_TIMEOUT):
+        """Sends sig (if lb runs) and waits; SIGKILL after timeout (then
+        check() fails). Returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.killed = True
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+    def check(self, expect_status=0):
+        """Fails when lb did not exit with expect_status, died by a signal,
+        needed SIGKILL, printed a sanitizer report or logged an unexpected
+        level=error event."""
+        problems = []
+        rc = self.proc.returncode if self.proc else None
+        if self.killed:
+            problems.append(f"lb did not exit within {EXIT_TIMEOUT}s of "
+                            "SIGTERM and was killed")
+        elif rc is None:
+            problems.append("lb is still running")
+        elif rc < 0:
+            problems.append(f"lb died by signal {signal.Signals(-rc).name}")
+        elif expect_status is not None and rc != expect_status:
+            problems.append(f"lb exited with status {rc}, expected {expect_status}")
+        text = self.log()
+        for marker in SANITIZER_MARKERS:
+            if marker in text:
+                problems.append(f"sanitizer report in lb's stderr ({marker!r})")
+                break
+        for ev in self.events():
+            if ev.get("level") == "error" and ev.get("event") not in self.allowed_errors:
+                problems.append(f"unexpected error event: {ev.get('event')} {ev}")
+        if problems:
+            raise AssertionError("; ".join(problems) + "\n" + self.log_tail(60))
+
+    def close(self):
+        """Teardown: stop (if running) and check. Idempotent."""
+        if self._closed or self.proc is None:
+            return
+        self._closed = True
+        self.stop()
+        self.check(self.expect_status)
+
+    # -- log
+    def log(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=40):
+        lines = self.log().splitlines()
+        return (f"--- lb stderr ({self.stderr_path}), last {min(n, len(lines))} "
+                f"of {len(lines)} lines ---\n" + "\n".join(lines[-n:]))
+
+    def events(self, name=None, **match):
+        """Parsed log lines that have an event= key, optionally only event
+        `name` whose keys equal every match (values compared as strings)."""
+        out = []
+        for line in self.log().splitlines():
+            ev = parse_log_line(line)
+            if "event" not in ev:
+                continue
+            if name is not None and ev["event"] != name:
+                continue
+            if all(ev.get(k) == str(v) for k, v in match.items()):
+                out.append(ev)
+        return out
+
+    def wait_event(self, name, timeout=IO_TIMEOUT, count=1, **match):
+        """Waits until `count` events `name` matching match are logged;
+        returns the list of them."""
+        def found():
+            evs = self.events(name, **match)
+            return evs if len(evs) >= count else None
+        desc = " ".join([f"event={name}"] + [f"{k}={v}" for k, v in match.items()])
+        return wait_for(found, timeout,
+                        lambda: f"{count} x '{desc}' in lb's log\n{self.log_tail()}")
+
+    def rss_kb(self):
+        return vm_rss_kb(self.pid)
+
+
+# ------------------------------------------------------------------ tests
+
+class LbTestCase(unittest.TestCase):
+    """Base class: helpers that start things and register their teardown.
+    Cleanups run in reverse order, so clients close before lb stops and lb
+    stops before the backends it talks to."""
+
+    def setUp(self):
+        if not LB_BIN or not os.access(LB_BIN, os.X_OK):
+            self.fail(f"LB_BIN={LB_BIN!r} is not an executable lb binary")
+        del _current_lbs[:]
+
+    def backend(self, b):
+        self.addCleanup(self._check_backend, b)
+        self.addCleanup(b.stop)
+        return b
+
+    def _check_backend(self, b):
+        if getattr(b, "errors", None):
+            raise AssertionError(f"backend {b.name} handler raised:\n" + "\n".join(b.errors))
+
+    def named(self, name, **kw):
+        return self.backend(NamedBackend(name, **kw))
+
+    def echo(self, name="echo"):
+        return self.backend(EchoBackend(name))
+
+    def custom(self, handler, name="custom"):
+        return self.backend(Backend(handler, name=name))
+
+    def refused(self):
+        return self.backend(RefusedPort())
+
+    def blackhole(self):
+        return self.backend(Blackhole())
+
+    def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True):
+        lb = Lb(config_text, port=port, allowed_errors=allowed_errors)
+        self.addCleanup(lb.close)
+        lb.start(wait_ready=wait_ready)
+        return lb
+
+    def lb(self, servers, allowed_errors=(), **opts):
+        """Starts lb with make_config(servers, **opts); lb.port is the
+        frontend port."""
+        text, port = make_config(servers, **opts)
+        return self.start_lb(text, port=port, allowed_errors=allowed_errors)
+
+    def client(self, port, **kw):
+        s = connect(port, **kw)
+        self.addCleanup(s.close)
+        return s
+
+
+class _Result(unittest.TextTestResult):
+    """Prints the log of every lb of a failed test right after it fails."""
+
+    def _dump(self):
+        for lb in list(_current_lbs):
+            self.stream.writeln(lb.log_tail(80))
+        self.stream.flush()
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._dump()
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._dump()
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._dump()
+
+
+def _kill_leftovers():
+    for lb in _all_lbs:
+        if lb.proc is not None and lb.proc.poll() is None:
+            lb.proc.kill()
+
+
+def main():
+    """Runs the calling file's tests; exit status 0 only when all passed.
+    Temp dirs are removed when everything passed and kept otherwise."""
+    atexit.register(_kill_leftovers)
+    # ctest or a user may stop us with SIGTERM: still kill our lb processes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if not LB_BIN or not os.access(LB_BIN, os.X_OK):
+        print(f"LB_BIN={LB_BIN!r} is not an executable lb binary", file=sys.stderr)
+        sys.exit(1)
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result)
+    prog = unittest.main(module="__main__", testRunner=runner, exit=False)
+    ok = prog.result.wasSuccessful() and prog.result.testsRun > 0
+    _kill_leftovers()
+    if ok:
+        for d in _tmpdirs:
+            shutil.rmtree(d, ignore_errors=True)
+    else:
+        print("lb temp dirs kept: " + " ".join(_tmpdirs), file=sys.stderr)
+    sys.exit(0 if ok else 1)
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()

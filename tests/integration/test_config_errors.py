@@ -1,0 +1,305 @@
+"""Configuration checking: `lb -t -c FILE` accepts a good file with
+"configuration OK", and rejects each kind of bad file with exit status 1 and
+one "FILE:LINE: message" line per problem, at the right line. `lb -c` on a
+bad file exits 1 without listening; bad usage exits 2."""
+
+import os
+import re
+import socket
+import time
+
+import harness
+from harness import LbTestCase, lb_test
+
+
+def base_lines():
+    """A good config as a list of lines (line N of the file is [N - 1])."""
+    return [
+        "; lb integration test: a good configuration",      # 1
+        "[global]",                                          # 2
+        "workers = 2                 ; data-path threads",   # 3
+        "max_connections = 100",                             # 4
+        "log_level = info",                                  # 5
+        "shutdown_timeout = 30s",                            # 6
+        "",                                                  # 7
+        "[admin]",                                           # 8
+        f"listen = 127.0.0.1:{harness.free_port()}",         # 9
+        "",                                                  # 10
+        "[frontend web]",                                    # 11
+        f"listen = 127.0.0.1:{harness.free_port()}",         # 12
+        "pool = web",                                        # 13
+        "",                                                  # 14
+        "[pool web]",                                        # 15
+        "balance = roundrobin        ; roundrobin | leastconn | source | random",  # 16
+        "server = web1 127.0.0.1:9001 weight=3",             # 17
+        "server = web2 127.0.0.1:9002",                      # 18
+        "connect_timeout = 300ms",                           # 19
+        "idle_timeout = 5m",                                 # 20
+        "retries = 2",                                       # 21
+        "check = none",                                      # 22
+    ]
+
+
+def line_of(lines, text):
+    """1-based line number of the line that starts with text."""
+    for i, l in enumerate(lines):
+        if l.startswith(text):
+            return i + 1
+    raise KeyError(text)
+
+
+class ConfigErrorsTest(LbTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = harness.make_tmpdir()
+        self.n = 0
+
+    def write(self, content, name=None):
+        self.n += 1
+        path = os.path.join(self.dir, name or f"case{self.n}.ini")
+        mode = "wb" if isinstance(content, bytes) else "w"
+        with open(path, mode) as f:
+            f.write(content if isinstance(content, bytes) else "\n".join(content) + "\n")
+        return path
+
+    def problems(self, path, cwd=None):
+        """Runs lb -t; asserts exit 1, nothing on stdout that says OK, and
+        every stderr line shaped "PATH:LINE: message". Returns
+        [(line, message)]."""
+        code, out, err = lb_test(path, cwd=cwd)
+        self.assertEqual(code, 1, f"lb -t exit status (stdout {out!r}, stderr {err!r})")
+        self.assertNotIn("configuration OK", out)
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertTrue(lines, "no problem reported on stderr")
+        found = []
+        for l in lines:
+            m = re.match(re.escape(path) + r":(\d+): (.+)$", l)
+            self.assertIsNotNone(m, f"stderr line not shaped '{path}:LINE: message': {l!r}")
+            found.append((int(m.group(1)), m.group(2)))
+        return found
+
+    def assertOneProblem(self, path, lines_ok, words):
+        """Exactly one problem, at one of lines_ok, whose message holds one of
+        words (any case)."""
+        found = self.problems(path)
+        self.assertEqual(len(found), 1, f"expected one problem, got {found}")
+        line, msg = found[0]
+        if isinstance(lines_ok, int):
+            lines_ok = (lines_ok,)
+        self.assertIn(line, lines_ok, f"line number of {msg!r}")
+        self.assertTrue(any(w.lower() in msg.lower() for w in words),
+                        f"message {msg!r} should name one of {words}")
+
+    # -------------------------------------------------------------- good
+
+    def test_good_config_is_ok(self):
+        path = self.write(base_lines())
+        code, out, err = lb_test(path)
+        self.assertEqual((code, out.strip()), (0, "configuration OK"), f"stderr: {err!r}")
+
+    def test_good_config_all_values(self):
+        lines = base_lines()
+        lines[line_of(lines, "workers") - 1] = "workers = 0"
+        lines[line_of(lines, "log_level") - 1] = "log_level = debug"
+        lines[line_of(lines, "shutdown_timeout") - 1] = "shutdown_timeout = 1h"
+        lines += ["", "[pool other]", "balance = leastconn", "server = o1 127.0.0.1:9101",
+                  "check = none", "", "[pool third]", "balance = source",
+                  "server = t1 localhost:9102 weight=2", "check = none", "",
+                  "[pool fourth]", "balance = random", "server = f1 127.0.0.1:9103",
+                  "check = none", "",
+                  "[frontend other]", f"listen = 127.0.0.1:{harness.free_port()}",
+                  "pool = other"]
+        path = self.write(lines)
+        code, out, err = lb_test(path)
+        self.assertEqual((code, out.strip()), (0, "configuration OK"), f"stderr: {err!r}")
+
+    # --------------------------------------------------------- bad: keys
+
+    def test_unknown_section(self):
+        lines = base_lines()
+        lines.insert(14, "[bogus]")             # an empty section: line 15
+        self.assertOneProblem(self.write(lines), 15, ["bogus"])
+
+    def test_unknown_section_with_keys(self):
+        lines = base_lines()
+        lines[14:14] = ["[bogus]", "foo = 1"]   # header at 15, key at 16
+        self.assertOneProblem(self.write(lines), (15, 16), ["bogus"])
+
+    def test_unknown_key(self):
+        lines = base_lines()
+        n = line_of(lines, "retries")
+        lines.insert(n, "colour = blue")
+        self.assertOneProblem(self.write(lines), n + 1, ["colour"])
+
+    def test_bad_number(self):
+        lines = base_lines()
+        n = line_of(lines, "retries")
+        lines[n - 1] = "retries = 2x"
+        self.assertOneProblem(self.write(lines), n, ["retries", "2x"])
+
+    def test_bad_duration(self):
+        lines = base_lines()
+        n = line_of(lines, "connect_timeout")
+        lines[n - 1] = "connect_timeout = 10q"
+        self.assertOneProblem(self.write(lines), n, ["connect_timeout", "10q"])
+
+    def test_out_of_range(self):
+        lines = base_lines()
+        n = line_of(lines, "max_connections")
+        lines[n - 1] = "max_connections = 0"
+        self.assertOneProblem(self.write(lines), n, ["max_connections"])
+
+    def test_bad_enum(self):
+        lines = base_lines()
+        n = line_of(lines, "balance")
+        lines[n - 1] = "balance = fastest"
+        self.assertOneProblem(self.write(lines), n, ["balance", "fastest"])
+
+    # ------------------------------------------------------ bad: servers
+
+    def test_server_without_port(self):
+        lines = base_lines()
+        n = line_of(lines, "server = web2")
+        lines[n - 1] = "server = web2 127.0.0.1"
+        self.assertOneProblem(self.write(lines), n, ["port", "127.0.0.1", "web2"])
+
+    def test_duplicate_server_name(self):
+        lines = base_lines()
+        n = line_of(lines, "server = web2")
+        lines.insert(n, "server = web1 127.0.0.1:9003")
+        self.assertOneProblem(self.write(lines), n + 1, ["web1"])
+
+    def test_unresolvable_address(self):
+        t0 = time.monotonic()
+        try:
+            socket.getaddrinfo("nosuchhost.invalid", 9003, type=socket.SOCK_STREAM)
+            resolved = True
+        except socket.gaierror:
+            resolved = False
+        if resolved or time.monotonic() - t0 > 3:
+            self.skipTest("nosuchhost.invalid resolves, or slowly, on this machine")
+        lines = base_lines()
+        n = line_of(lines, "server = web2")
+        lines[n - 1] = "server = web2 nosuchhost.invalid:9002"
+        t0 = time.monotonic()
+        self.assertOneProblem(self.write(lines), n, ["nosuchhost.invalid", "resolve"])
+        self.assertLess(time.monotonic() - t0, 10)
+
+    def test_pool_without_servers(self):
+        lines = [l for l in base_lines() if not l.startswith("server")]
+        self.assertOneProblem(self.write(lines), line_of(lines, "[pool web]"),
+                              ["server", "web"])
+
+    # ------------------------------------------------- bad: cross checks
+
+    def test_duplicate_frontend_name(self):
+        lines = base_lines()
+        lines += ["", "[frontend web]", f"listen = 127.0.0.1:{harness.free_port()}", "pool = web"]
+        self.assertOneProblem(self.write(lines), len(lines) - 2, ["web"])
+
+    def test_frontend_names_missing_pool(self):
+        lines = base_lines()
+        n = line_of(lines, "pool = web")
+        lines[n - 1] = "pool = nosuch"
+        # The error may point at the frontend's header or at its pool line.
+        found = self.problems(self.write(lines))
+        nosuch = [f for f in found if "nosuch" in f[1]]
+        self.assertTrue(nosuch, f"no message names the pool 'nosuch': {found}")
+        self.assertIn(nosuch[0][0], (line_of(lines, "[frontend web]"), n), found)
+        # pool web is now unused; a warning about that is fine, nothing else.
+        self.assertLessEqual(len(found), 2, found)
+
+    # ---------------------------------------------------- bad: file shape
+
+    def test_long_line(self):
+        lines = base_lines()
+        n = line_of(lines, "retries")
+        lines.insert(n, "; " + "x" * 250)
+        self.assertOneProblem(self.write(lines), n + 1, ["long", "200", "length", "characters"])
+
+    def test_long_value_line(self):
+        lines = base_lines()
+        n = line_of(lines, "retries")
+        lines.insert(n, "connect_timeout = " + "1" * 200 + "ms")
+        found = self.problems(self.write(lines))
+        self.assertEqual(found[0][0], n + 1, found)
+
+    def test_empty_file(self):
+        found = self.problems(self.write(b""))
+        self.assertTrue(all(line >= 0 for line, _ in found), found)
+
+    def test_binary_file(self):
+        data = b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00" + bytes(range(256)) * 4
+        found = self.problems(self.write(data))
+        self.assertEqual(found[0][0], 1, f"first problem of a binary file: {found}")
+
+    def test_nul_byte_in_line(self):
+        lines = base_lines()
+        n = line_of(lines, "max_connections")
+        raw = "\n".join(lines).encode().split(b"\n")
+        raw[n - 1] = b"max_connections = 100\x00garbage"
+        found = self.problems(self.write(b"\n".join(raw) + b"\n"))
+        self.assertEqual(found[0][0], n, f"a NUL byte on line {n}: {found}")
+
+    def test_two_problems_two_lines(self):
+        lines = base_lines()
+        a = line_of(lines, "log_level")
+        b = line_of(lines, "idle_timeout")
+        lines[a - 1] = "log_level = chatty"
+        lines[b - 1] = "idle_timeout = 5 minutes"
+        found = self.problems(self.write(lines))
+        found.sort()
+        self.assertEqual([line for line, _ in found], [a, b], found)
+        self.assertIn("log_level", found[0][1])
+        self.assertIn("idle_timeout", found[1][1])
+
+    def test_file_as_given_on_command_line(self):
+        lines = base_lines()
+        n = line_of(lines, "retries")
+        lines[n - 1] = "retries = 2x"
+        self.write(lines, name="relative.ini")
+        code, out, err = lb_test("relative.ini", cwd=self.dir)
+        self.assertEqual(code, 1)
+        self.assertTrue(err.startswith(f"relative.ini:{n}: "), f"stderr: {err!r}")
+
+    def test_missing_file(self):
+        path = os.path.join(self.dir, "does-not-exist.ini")
+        code, out, err = lb_test(path)
+        self.assertEqual(code, 1)
+        self.assertIn(path, err)
+
+    # ------------------------------------------------------------ lb -c
+
+    def test_run_with_bad_config_exits_without_listening(self):
+        lines = base_lines()
+        n = line_of(lines, "connect_timeout")
+        lines[n - 1] = "connect_timeout = 10q"
+        admin_port = int(lines[8].rsplit(":", 1)[1])
+        frontend_port = int(lines[11].rsplit(":", 1)[1])
+        lb = harness.Lb("\n".join(lines) + "\n")
+        lb.expect_status = 1
+        self.addCleanup(lb.close)
+        lb.start(wait_ready=False)
+        # It must never listen while it works out that the file is bad.
+        deadline = time.monotonic() + 10
+        while lb.running() and time.monotonic() < deadline:
+            self.assertTrue(harness.is_refused(frontend_port, timeout=1),
+                            "lb listens although its config is bad")
+            time.sleep(0.01)    # poll interval
+        status = lb.wait_exit(timeout=10)
+        self.assertEqual(status, 1)
+        self.assertTrue(re.search(re.escape(lb.config_path) + f":{n}: .*connect_timeout", lb.log()),
+                        lb.log_tail())
+        self.assertFalse(lb.events("listen") or lb.events("ready"), lb.log_tail())
+        self.assertTrue(harness.is_refused(frontend_port))
+        self.assertTrue(harness.is_refused(admin_port))
+
+    def test_bad_usage(self):
+        for args in (["-Z"], ["-c"], ["-t", "-c"]):
+            code, out, err = harness.run_lb(args)
+            self.assertEqual(code, 2, f"lb {' '.join(args)}: stderr {err!r}")
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,96 @@
+"""SIGTERM / SIGINT: listeners close at once, open connections go on until they
+end or shutdown_timeout runs out, then lb exits 0."""
+
+import signal
+import time
+
+import harness
+from harness import LbTestCase, recv_until_eof, roundtrip, wait_for
+
+
+class ShutdownTest(LbTestCase):
+
+    def _drain_with_open_connection(self, sig, signame):
+        echo = self.echo()
+        lb = self.lb([("echo", echo)], shutdown_timeout="30s")
+        s = self.client(lb.port)
+        self.assertEqual(roundtrip(s, b"before\n"), b"before\n")
+
+        lb.send_signal(sig)
+        ev = lb.wait_event("shutdown")[0]
+        self.assertEqual(ev.get("signal"), signame, ev)
+        self.assertEqual(ev.get("active"), "1", ev)
+        wait_for(lambda: harness.is_refused(lb.port), 5,
+                 "new connections to be refused after the signal")
+
+        # The open connection keeps working, for a while.
+        t0 = time.monotonic()
+        i = 0
+        while time.monotonic() - t0 < 1.0 and i < 100:
+            msg = f"after {i}\n".encode()
+            self.assertEqual(roundtrip(s, msg), msg, f"round trip {i} after {signame}")
+            i += 1
+            time.sleep(0.1)     # pacing
+        self.assertTrue(lb.running(), f"lb exited with a connection still open after {signame}")
+        self.assertTrue(harness.is_refused(lb.port), "listener reopened?")
+
+        # The client ends it; lb exits 0 soon after (not after 30 s).
+        t_close = time.monotonic()
+        s.close()
+        status = lb.wait_exit(timeout=10)
+        self.assertEqual(status, 0, f"exit status after {signame}")
+        self.assertLess(time.monotonic() - t_close, 10)
+        lb.wait_event("exit", timeout=1, status=0)
+        self.assertFalse(lb.events("shutdown_timeout"), "the drain should not time out")
+
+    def test_sigterm_drains(self):
+        self._drain_with_open_connection(signal.SIGTERM, "SIGTERM")
+
+    def test_sigint_drains(self):
+        self._drain_with_open_connection(signal.SIGINT, "SIGINT")
+
+    def _timeout_closes_idle(self, sig, signame):
+        echo = self.echo()
+        lb = self.lb([("echo", echo)], shutdown_timeout="1s")
+        s = self.client(lb.port)
+        self.assertEqual(roundtrip(s, b"ping\n"), b"ping\n")
+        t0 = time.monotonic()
+        lb.send_signal(sig)
+        data, how = recv_until_eof(s, timeout=10)
+        dt = time.monotonic() - t0
+        self.assertEqual(data, b"")
+        self.assertIn(how, ("eof", "reset"), f"the idle client is still open {dt:.2f}s after {signame}")
+        self.assertGreaterEqual(dt, 0.8, f"closed {dt:.2f}s after {signame}, before shutdown_timeout = 1s")
+        self.assertLess(dt, 6.0, f"closed {dt:.2f}s after {signame} with shutdown_timeout = 1s")
+        status = lb.wait_exit(timeout=8)
+        self.assertEqual(status, 0)
+        ev = lb.wait_event("shutdown_timeout", timeout=1)[0]
+        self.assertEqual(ev.get("level"), "warn", ev)
+        self.assertEqual(ev.get("closed"), "1", ev)
+        lb.wait_event("exit", timeout=1, status=0)
+        wait_for(lambda: echo.active == 0, 5, "the backend connection to be closed")
+
+    def test_sigterm_timeout_closes_idle_connection(self):
+        self._timeout_closes_idle(signal.SIGTERM, "SIGTERM")
+
+    def test_sigint_timeout_closes_idle_connection(self):
+        self._timeout_closes_idle(signal.SIGINT, "SIGINT")
+
+    def test_sigterm_without_connections_exits_at_once(self):
+        echo = self.echo()
+        lb = self.lb([("echo", echo)], shutdown_timeout="30s")
+        # Used, then closed: nothing is open when the signal comes.
+        data, how = harness.echo_transfer(lb.port, b"x" * 1000, timeout=10)
+        self.assertEqual((len(data), how), (1000, "eof"))
+        wait_for(lambda: echo.active == 0, 5, "the backend connection to end")
+        t0 = time.monotonic()
+        lb.send_signal(signal.SIGTERM)
+        self.assertEqual(lb.wait_exit(timeout=10), 0)
+        self.assertLess(time.monotonic() - t0, 5.0, "lb waited with nothing to drain")
+        ev = lb.wait_event("shutdown", timeout=1)[0]
+        self.assertEqual(ev.get("active"), "0", ev)
+        self.assertTrue(harness.is_refused(lb.port))
+
+
+if __name__ == "__main__":
+    harness.main()

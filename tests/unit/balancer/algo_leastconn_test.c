@@ -1,0 +1,211 @@
+/*
+ * algo_leastconn_test.c - tests balancer/algo_leastconn.c: fewest active
+ * connections per weight, ties taking turns.
+ */
+#include <stdint.h>
+
+#include "bal.h"
+#include "check.h"
+
+static const char *const names[] = {"a", "b", "c", "d"};
+
+static struct bal_pool *pool(size_t n, const uint32_t *w)
+{
+    return bal_pool_new(BAL_ALGO_LEASTCONN, n, w, names);
+}
+
+static void set_active(struct bal_pool *p, size_t i, uint32_t n)
+{
+    atomic_store(&p->servers[i].active_connections, n);
+}
+
+static void test_empty_and_single(void)
+{
+    static const uint32_t w[] = {2};
+    struct bal_pool *p = pool(0, NULL);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    uint32_t tried = 0;
+
+    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+
+    p = pool(1, w);
+    c = bal_cursor_new(p, 9);
+    set_active(p, 0, 1000);
+    for (int k = 0; k < 5; k++)
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
+    CHECK_EQ_INT(bal_pick(p, c, 0, &tried, 1), -1);
+    bal_server_set_in_rotation(p, 0, false);
+    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+static void test_relative_to_weight(void)
+{
+    static const uint32_t w[] = {1, 2, 4};
+    struct bal_pool *p = pool(3, w);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+
+    /* 3/1 > 5/2 > 9/4: the most connections, yet the least loaded. */
+    set_active(p, 0, 3);
+    set_active(p, 1, 5);
+    set_active(p, 2, 9);
+    for (int k = 0; k < 4; k++)
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 2);
+    /* 3/1 > 7/2 < 15/4. */
+    set_active(p, 1, 7);
+    set_active(p, 2, 15);
+    for (int k = 0; k < 4; k++)
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
+    /* Out of rotation or tried, the least loaded is passed over for the
+     * next least loaded. */
+    bal_server_set_in_rotation(p, 0, false);
+    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
+    bal_server_set_in_rotation(p, 0, true);
+    {
+        static const uint32_t tried[] = {0};
+        static const uint32_t all[] = {0, 1, 2};
+
+        CHECK_EQ_INT(bal_pick(p, c, 0, tried, 1), 1);
+        CHECK_EQ_INT(bal_pick(p, c, 0, all, 3), -1);
+    }
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* Products of two 32-bit figures need 64 bits: 3e9/4e9 = 0.75 > 1/2. */
+static void test_no_overflow(void)
+{
+    static const uint32_t w[] = {4000000000u, 2};
+    struct bal_pool *p = pool(2, w);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+
+    set_active(p, 0, 3000000000u);
+    set_active(p, 1, 1);
+    for (int k = 0; k < 3; k++)
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
+    set_active(p, 1, 2);   /* 3e9/4e9 = 0.75 < 1 */
+    for (int k = 0; k < 3; k++)
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+static void test_ties_take_turns(void)
+{
+    static const uint32_t w[] = {1, 1, 1, 3};
+    struct bal_pool *p = pool(4, w);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    char out[16];
+
+    /* Idle pool: all tie, whatever the weights. */
+    for (int k = 0; k < 8; k++)
+        out[k] = (char)('a' + bal_pick(p, c, 0, NULL, 0));
+    out[8] = '\0';
+    CHECK_EQ_STR(out, "abcdabcd");
+
+    /* a and c tie at the bottom, b and d are busier. */
+    set_active(p, 1, 5);
+    set_active(p, 3, 15);
+    for (int k = 0; k < 6; k++)
+        out[k] = (char)('a' + bal_pick(p, c, 0, NULL, 0));
+    out[6] = '\0';
+    CHECK_EQ_STR(out, "acacac");
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* Connections that never end pile up in proportion to the weights, and
+ * each new one goes where the ratio is lowest. */
+static void test_distribution(void)
+{
+    static const uint32_t w[] = {1, 3, 6};
+    struct bal_pool *p = pool(3, w);
+    struct bal_cursor *c = bal_cursor_new(p, 2);
+    int count[3] = {0};
+
+    for (int k = 0; k < 10000; k++) {
+        int i = bal_pick(p, c, 0, NULL, 0);
+
+        CHECK(i >= 0 && i < 3);
+        if (i < 0 || i >= 3)
+            continue;
+        count[i]++;
+        bal_server_conn_start(p, (size_t)i);
+    }
+    CHECK(count[0] >= 999 && count[0] <= 1001);
+    CHECK(count[1] >= 2999 && count[1] <= 3001);
+    CHECK(count[2] >= 5999 && count[2] <= 6001);
+
+    /* Server b sheds 300 connections: it gets the next 300 picks. */
+    for (int k = 0; k < 300; k++)
+        bal_server_conn_end(p, 1);
+    for (int k = 0; k < 300; k++) {
+        int i = bal_pick(p, c, 0, NULL, 0);
+
+        CHECK_EQ_INT(i, 1);
+        bal_server_conn_start(p, 1);
+    }
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* A server out of rotation gets nothing however idle; back in, it takes
+ * every pick until it has caught up with the others. */
+static void test_rotation(void)
+{
+    static const uint32_t w[] = {1, 1, 1};
+    struct bal_pool *p = pool(3, w);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    int count[3] = {0};
+
+    bal_server_set_in_rotation(p, 1, false);
+    for (int k = 0; k < 100; k++) {
+        int i = bal_pick(p, c, 0, NULL, 0);
+
+        CHECK(i == 0 || i == 2);
+        if (i >= 0 && i < 3) {
+            count[i]++;
+            bal_server_conn_start(p, (size_t)i);
+        }
+    }
+    CHECK_EQ_INT(count[1], 0);
+    CHECK_EQ_INT(count[0], 50);
+    bal_server_set_in_rotation(p, 1, true);
+    for (int k = 0; k < 50; k++) {
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
+        bal_server_conn_start(p, 1);
+    }
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* The seed moves the first scan's start: idle workers do not all send
+ * their first connection to the same server. */
+static void test_seed(void)
+{
+    static const uint32_t w[] = {1, 1, 1};
+    struct bal_pool *p = pool(3, w);
+
+    for (uint64_t seed = 0; seed < 6; seed++) {
+        struct bal_cursor *c = bal_cursor_new(p, seed);
+
+        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), (int)(seed % 3));
+        bal_cursor_free(c);
+    }
+    bal_pool_free(p);
+}
+
+int main(void)
+{
+    test_empty_and_single();
+    test_relative_to_weight();
+    test_no_overflow();
+    test_ties_take_turns();
+    test_distribution();
+    test_rotation();
+    test_seed();
+    return CHECK_DONE();
+}

@@ -1,0 +1,792 @@
+/*
+ * conf_test.c - conf_load on files written to a temporary directory: good
+ * configs and their values, defaults, and each bad case with its exact
+ * "FILE:LINE: message" output. Expected outputs write the path as "@".
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "conf.h"
+
+static char dir[64];
+static char path[128];
+
+static void
+write_file(const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+
+    if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        exit(2);
+    }
+}
+
+/* exp with each "@" replaced by the file's path. */
+static char *
+expand(const char *exp)
+{
+    size_t n = strlen(exp) + 1, i;
+    char *s, *o;
+
+    for (i = 0; exp[i] != '\0'; i++)
+        if (exp[i] == '@')
+            n += strlen(path);
+    s = o = malloc(n);
+    for (i = 0; exp[i] != '\0'; i++) {
+        if (exp[i] == '@') {
+            strcpy(o, path);
+            o += strlen(path);
+        } else {
+            *o++ = exp[i];
+        }
+    }
+    *o = '\0';
+    return s;
+}
+
+/* Loads len bytes of data, expects failure with exactly the errors exp. */
+static void
+expect_errors_n(int line, const char *data, size_t len, const char *exp)
+{
+    struct conf *c = (struct conf *)1;
+    char *errors = NULL, *want = expand(exp);
+    int before = check_failures;
+
+    write_file(data, len);
+    CHECK_EQ_INT(conf_load(path, &c, &errors), -1);
+    CHECK(c == NULL);
+    CHECK_EQ_STR(errors, want);
+    if (check_failures != before)
+        fprintf(stderr, "  (case at conf_test.c:%d)\n", line);
+    free(errors);
+    free(want);
+}
+
+#define EXPECT_ERRORS(text, exp) \
+    expect_errors_n(__LINE__, text, strlen(text), exp)
+
+/* Loads text, expects success; the caller frees the result. */
+static struct conf *
+load_ok_n(int line, const char *text)
+{
+    struct conf *c = NULL;
+    char *errors = NULL;
+
+    write_file(text, strlen(text));
+    if (conf_load(path, &c, &errors) != 0) {
+        fprintf(stderr, "conf_test.c:%d: conf_load failed:\n%s", line,
+                errors ? errors : "(no message)\n");
+        check_failures++;
+    }
+    CHECK(errors == NULL);
+    free(errors);
+    return c;
+}
+
+#define LOAD_OK(text) load_ok_n(__LINE__, text)
+
+static uint16_t
+port_of(const struct conf_addr *a)
+{
+    if (a->ss.ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+}
+
+#define FRONTEND "[frontend web]\nlisten = 127.0.0.1:8080\npool = web\n"
+#define POOL "[pool web]\nserver = web1 127.0.0.1:9001\n"
+
+/* The shipped example must load, and say what it documents. */
+static void
+test_example(void)
+{
+    struct conf *c = NULL;
+    char *errors = NULL;
+
+    /* ctest runs unit tests from the source directory */
+    CHECK_EQ_INT(conf_load("conf/lb.ini", &c, &errors), 0);
+    if (errors)
+        fprintf(stderr, "%s", errors);
+    free(errors);
+    if (c == NULL)
+        return;
+    CHECK_EQ_STR(c->file, "conf/lb.ini");
+    CHECK(c->global.workers >= 1);
+    CHECK_EQ_INT(c->global.max_connections, 10000);
+    CHECK_EQ_STR(c->admin.listen.text, "127.0.0.1:9900");
+    CHECK_EQ_INT(c->nfrontends, 1);
+    CHECK_EQ_STR(c->frontends[0].name, "web");
+    CHECK_EQ_STR(c->frontends[0].listen.text, "127.0.0.1:8080");
+    CHECK_EQ_INT(c->npools, 1);
+    CHECK_EQ_INT(c->pools[0].nservers, 3);
+    if (c->pools[0].nservers == 3) {
+        CHECK_EQ_STR(c->pools[0].servers[0].name, "web1");
+        CHECK_EQ_STR(c->pools[0].servers[0].addr.text, "127.0.0.1:9001");
+        CHECK_EQ_INT(c->pools[0].servers[0].weight, 3);
+        CHECK_EQ_STR(c->pools[0].servers[1].name, "web2");
+        CHECK_EQ_INT(c->pools[0].servers[1].weight, 1);
+        CHECK_EQ_STR(c->pools[0].servers[2].addr.text, "127.0.0.1:9003");
+    }
+    CHECK_EQ_INT(c->pools[0].check, CONF_CHECK_TCP);
+    conf_free(c);
+}
+
+static void
+test_defaults(void)
+{
+    struct conf *c = LOAD_OK(FRONTEND POOL);
+    const struct conf_pool *p;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (c == NULL)
+        return;
+    CHECK_EQ_STR(c->file, path);
+    CHECK_EQ_INT(c->global.workers, ncpu >= 1 ? ncpu : 1);
+    CHECK_EQ_INT(c->global.max_connections, 10000);
+    CHECK_EQ_INT(c->global.log_level, CONF_LOG_INFO);
+    CHECK_EQ_INT(c->global.shutdown_timeout_ms, 30000);
+    CHECK_EQ_INT(c->health.threads, 2);
+    CHECK_EQ_STR(c->admin.listen.text, "127.0.0.1:9900");
+    CHECK_EQ_INT(c->admin.listen.ss.ss_family, AF_INET);
+    CHECK_EQ_INT(c->admin.listen.len, sizeof(struct sockaddr_in));
+    CHECK_EQ_INT(port_of(&c->admin.listen), 9900);
+    CHECK_EQ_STR(c->admin.token, "");
+
+    CHECK_EQ_INT(c->nfrontends, 1);
+    CHECK_EQ_STR(c->frontends[0].name, "web");
+    CHECK_EQ_INT(c->frontends[0].line, 1);
+    CHECK_EQ_STR(c->frontends[0].pool_name, "web");
+    CHECK_EQ_INT(c->frontends[0].pool_index, 0);
+    CHECK_EQ_INT(port_of(&c->frontends[0].listen), 8080);
+
+    CHECK_EQ_INT(c->npools, 1);
+    p = &c->pools[0];
+    CHECK_EQ_STR(p->name, "web");
+    CHECK_EQ_INT(p->line, 4);
+    CHECK_EQ_INT(p->nservers, 1);
+    CHECK_EQ_STR(p->servers[0].name, "web1");
+    CHECK_EQ_INT(p->servers[0].weight, 1);
+    CHECK_EQ_INT(p->servers[0].line, 5);
+    CHECK_EQ_INT(port_of(&p->servers[0].addr), 9001);
+    CHECK_EQ_INT(p->balance, CONF_BALANCE_ROUNDROBIN);
+    CHECK_EQ_INT(p->connect_timeout_ms, 1000);
+    CHECK_EQ_INT(p->idle_timeout_ms, 300000);
+    CHECK_EQ_INT(p->retries, 2);
+    CHECK_EQ_INT(p->check, CONF_CHECK_TCP);
+    CHECK_EQ_STR(p->check_path, "/");
+    CHECK_EQ_STR(p->check_host, "");
+    CHECK_EQ_INT(p->check_expect.nranges, 1);
+    CHECK_EQ_INT(p->check_expect.ranges[0].lo, 200);
+    CHECK_EQ_INT(p->check_expect.ranges[0].hi, 399);
+    CHECK_EQ_INT(p->check_port, 0);
+    CHECK_EQ_INT(p->check_interval_ms, 2000);
+    CHECK_EQ_INT(p->check_timeout_ms, 1000);
+    CHECK_EQ_INT(p->rise, 2);
+    CHECK_EQ_INT(p->fall, 3);
+    CHECK(!p->check_verify);
+    CHECK_EQ_STR(p->check_ca, "");
+    CHECK_EQ_INT(p->min_servers.value, 1);
+    CHECK(!p->min_servers.is_percent);
+    CHECK_EQ_INT(p->drain_timeout_ms, 30000);
+    CHECK_EQ_INT(p->observe_errors, 3);
+    conf_free(c);
+}
+
+/* Every key set to something other than its default lands in its field. */
+static void
+test_all_keys(void)
+{
+    struct conf *c = LOAD_OK(
+        "[global]\n"
+        "workers = 3\n"
+        "max_connections = 1000000\n"
+        "log_level = debug\n"
+        "shutdown_timeout = 0\n"
+        "[health]\n"
+        "threads = 64\n"
+        "[admin]\n"
+        "listen = [::1]:9999\n"
+        "token = s3cret value ; a comment\n"
+        "[frontend web]\n"
+        "listen = *:8080\n"
+        "pool = api\n"
+        "[frontend other]\n"
+        "listen = 127.0.0.1:8081\n"
+        "pool = web\n"
+        "[pool web]\n"
+        "server = web1 127.0.0.1:9001\n"
+        "[pool api]\n"
+        "balance = leastconn\n"
+        "server = a1 127.0.0.1:9101 weight=256\n"
+        "server = a2 [::1]:9102 weight=7\n"
+        "connect_timeout = 250ms\n"
+        "idle_timeout = 24h\n"
+        "retries = 32\n"
+        "check = https\n"
+        "check_path = /healthz?x=1\n"
+        "check_host = api.example\n"
+        "check_expect = 200,204,300-302\n"
+        "check_port = 65535\n"
+        "check_interval = 1h\n"
+        "check_timeout = 1h\n"
+        "rise = 100\n"
+        "fall = 1\n"
+        "check_verify = yes\n"
+        "check_ca = /etc/ssl/my ca.pem\n"
+        "min_servers = 50%\n"
+        "drain_timeout = 0\n"
+        "observe_errors = 0\n");
+    const struct conf_pool *p;
+
+    if (c == NULL)
+        return;
+    CHECK_EQ_INT(c->global.workers, 3);
+    CHECK_EQ_INT(c->global.max_connections, 1000000);
+    CHECK_EQ_INT(c->global.log_level, CONF_LOG_DEBUG);
+    CHECK_EQ_INT(c->global.shutdown_timeout_ms, 0);
+    CHECK_EQ_INT(c->health.threads, 64);
+    CHECK_EQ_INT(c->admin.listen.ss.ss_family, AF_INET6);
+    CHECK_EQ_INT(port_of(&c->admin.listen), 9999);
+    CHECK_EQ_STR(c->admin.token, "s3cret value");
+
+    CHECK_EQ_INT(c->nfrontends, 2);
+    CHECK_EQ_STR(c->frontends[0].listen.text, "*:8080");
+    CHECK_EQ_INT(c->frontends[0].pool_index, 1);
+    CHECK_EQ_INT(c->frontends[1].pool_index, 0);
+    CHECK_EQ_INT(c->frontends[1].line, 14);
+
+    CHECK_EQ_INT(c->npools, 2);
+    p = &c->pools[1];
+    CHECK_EQ_STR(p->name, "api");
+    CHECK_EQ_INT(p->line, 19);
+    CHECK_EQ_INT(p->balance, CONF_BALANCE_LEASTCONN);
+    CHECK_EQ_INT(p->nservers, 2);
+    CHECK_EQ_INT(p->servers[0].weight, 256);
+    CHECK_EQ_INT(p->servers[1].weight, 7);
+    CHECK_EQ_INT(p->servers[1].line, 22);
+    CHECK_EQ_INT(p->servers[1].addr.ss.ss_family, AF_INET6);
+    CHECK_EQ_INT(p->connect_timeout_ms, 250);
+    CHECK_EQ_INT(p->idle_timeout_ms, 86400000);
+    CHECK_EQ_INT(p->retries, 32);
+    CHECK_EQ_INT(p->check, CONF_CHECK_HTTPS);
+    CHECK_EQ_STR(p->check_path, "/healthz?x=1");
+    CHECK_EQ_STR(p->check_host, "api.example");
+    CHECK_EQ_INT(p->check_expect.nranges, 3);
+    CHECK_EQ_INT(p->check_expect.ranges[1].lo, 204);
+    CHECK_EQ_INT(p->check_expect.ranges[2].hi, 302);
+    CHECK_EQ_INT(p->check_port, 65535);
+    CHECK_EQ_INT(p->check_interval_ms, 3600000);
+    CHECK_EQ_INT(p->check_timeout_ms, 3600000);
+    CHECK_EQ_INT(p->rise, 100);
+    CHECK_EQ_INT(p->fall, 1);
+    CHECK(p->check_verify);
+    CHECK_EQ_STR(p->check_ca, "/etc/ssl/my ca.pem");
+    CHECK_EQ_INT(p->min_servers.value, 50);
+    CHECK(p->min_servers.is_percent);
+    CHECK_EQ_INT(p->drain_timeout_ms, 0);
+    CHECK_EQ_INT(p->observe_errors, 0);
+    /* the other pool kept its defaults */
+    CHECK_EQ_INT(c->pools[0].balance, CONF_BALANCE_ROUNDROBIN);
+    CHECK_EQ_INT(c->pools[0].retries, 2);
+    conf_free(c);
+}
+
+/* Line ends, BOM, comments and inih's quirks that are fine to keep. */
+static void
+test_syntax_ok(void)
+{
+    struct conf *c;
+
+    c = LOAD_OK("\xef\xbb\xbf; BOM first\r\n"
+                "[frontend web]\r\n"
+                "listen = 127.0.0.1:8080\r\n"
+                "pool = web\r\n"
+                "\r\n"
+                "  ; an indented comment\r\n"
+                "# a hash comment\r\n"
+                "[pool web] ; the pool\r\n"
+                "server=web1 127.0.0.1:9001\r\n"
+                "retries = 5 ; five\r\n"
+                "check_path = /a;b\r\n"
+                "balance = random");
+    if (c != NULL) {
+        CHECK_EQ_INT(c->pools[0].retries, 5);
+        CHECK_EQ_STR(c->pools[0].check_path, "/a;b");
+        CHECK_EQ_INT(c->pools[0].balance, CONF_BALANCE_RANDOM);
+        CHECK_EQ_INT(c->pools[0].servers[0].line, 9);
+        conf_free(c);
+    }
+
+    /* a name longer than inih's 49-byte section buffer still works */
+    {
+        char name[64], text[512];
+        memset(name, 'n', 63);
+        name[63] = '\0';
+        snprintf(text, sizeof(text), "[frontend web]\n"
+                 "listen = 127.0.0.1:8080\npool = %s\n"
+                 "[pool %s]\nserver = s1 127.0.0.1:9001\n", name, name);
+        c = LOAD_OK(text);
+        if (c != NULL) {
+            CHECK_EQ_STR(c->pools[0].name, name);
+            CHECK_EQ_INT(c->pools[0].nservers, 1);
+            conf_free(c);
+        }
+    }
+}
+
+static void
+test_long_lines(void)
+{
+    char text[1024], pad[512];
+
+    /* 198 characters and a newline fill inih's 200-byte buffer exactly */
+    memset(pad, 'x', sizeof(pad));
+    snprintf(text, sizeof(text), FRONTEND POOL "check_host = %.*s\n",
+             198 - 13, pad);
+    {
+        struct conf *c = LOAD_OK(text);
+        if (c != NULL) {
+            CHECK_EQ_INT(strlen(c->pools[0].check_host), 185);
+            conf_free(c);
+        }
+    }
+
+    /* one more would reach the handler in two pieces */
+    snprintf(text, sizeof(text), FRONTEND POOL "check_host = %.*s\n",
+             199 - 13, pad);
+    EXPECT_ERRORS(text, "@:6: line is too long (199 characters, at most "
+                  "198)\n");
+
+    /* \r takes a byte of the buffer too */
+    snprintf(text, sizeof(text), FRONTEND POOL "check_host = %.*s\r\n",
+             198 - 13, pad);
+    EXPECT_ERRORS(text, "@:6: line is too long (198 characters, at most "
+                  "197)\n");
+
+    /* a lost header: its keys must not land in the section before */
+    snprintf(text, sizeof(text), FRONTEND POOL "[pool %.*s]\n"
+             "server = web1 127.0.0.1:9002\n", 200, pad);
+    EXPECT_ERRORS(text, "@:6: line is too long (207 characters, at most "
+                  "198)\n");
+
+    /* a comment as well: its second half would be read as a key */
+    snprintf(text, sizeof(text), FRONTEND POOL "; %.*s\nretries = 1\n",
+             300, pad);
+    EXPECT_ERRORS(text, "@:6: line is too long (302 characters, at most "
+                  "198)\n");
+}
+
+static void
+test_indentation(void)
+{
+    /* a continuation line in the style inih accepts */
+    EXPECT_ERRORS(FRONTEND POOL "  web2 127.0.0.1:9002\n",
+                  "@:6: indentation is not allowed (continuation lines are "
+                  "not supported; start each line in column 1)\n");
+    /* an indented key: reported once, and still read as a key */
+    EXPECT_ERRORS(FRONTEND POOL "\tretries = 99\n",
+                  "@:6: indentation is not allowed (continuation lines are "
+                  "not supported; start each line in column 1)\n"
+                  "@:6: retries: 99 is out of range (0..32)\n");
+    /* an indented section: one message per line, nothing else */
+    EXPECT_ERRORS(FRONTEND
+                  "  [pool web]\n"
+                  "  server = web1 127.0.0.1:9001\n",
+                  "@:4: indentation is not allowed (continuation lines are "
+                  "not supported; start each line in column 1)\n"
+                  "@:5: indentation is not allowed (continuation lines are "
+                  "not supported; start each line in column 1)\n");
+}
+
+static void
+test_sections(void)
+{
+    EXPECT_ERRORS(FRONTEND POOL "[backend web]\n",
+                  "@:6: unknown section [backend web] (valid headers: "
+                  "[global] [health] [admin] [frontend NAME] [pool NAME])\n");
+    /* keys under an unknown section are not reported one by one */
+    EXPECT_ERRORS(FRONTEND POOL "[globl]\nworkers = 2\nfoo = bar\n",
+                  "@:6: unknown section [globl] (valid headers: [global] "
+                  "[health] [admin] [frontend NAME] [pool NAME])\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend api]\n",
+                  "@:6: frontend api: listen is required\n"
+                  "@:6: frontend api: pool is required\n");
+    EXPECT_ERRORS(FRONTEND POOL "[pool api]\n",
+                  "@:6: pool api has no servers\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend]\nlisten = 1.2.3.4:80\n",
+                  "@:6: [frontend] needs a name: [frontend NAME]\n");
+    EXPECT_ERRORS(FRONTEND POOL "[pool  ]\n",
+                  "@:6: [pool] needs a name: [pool NAME]\n");
+    EXPECT_ERRORS("[frontend web!]\nlisten = 127.0.0.1:8080\npool = web\n"
+                  POOL,
+                  "@:1: frontend name \"web!\" is invalid (use 1 to 63 of "
+                  "A-Z a-z 0-9 _ . -)\n");
+    EXPECT_ERRORS(FRONTEND "[pool web 2]\nserver = a 127.0.0.1:1\n",
+                  "@:3: frontend web: pool \"web\" does not exist\n"
+                  "@:4: pool name \"web 2\" is invalid (use 1 to 63 of "
+                  "A-Z a-z 0-9 _ . -)\n");
+    EXPECT_ERRORS(FRONTEND POOL "[global x]\n",
+                  "@:6: [global] takes no name, found \"x\"\n");
+    EXPECT_ERRORS("[global]\nworkers = 1\n" FRONTEND POOL
+                  "[global]\nworkers = 2\n",
+                  "@:8: [global] is already defined at line 1\n"
+                  "@:9: workers: already set at line 2\n");
+    EXPECT_ERRORS("[admin]\n[health]\n[admin]\n" FRONTEND POOL,
+                  "@:3: [admin] is already defined at line 1\n");
+    EXPECT_ERRORS(FRONTEND POOL "[pool web\nserver = a 127.0.0.1:1\n",
+                  "@:6: section header \"[pool web\" has no closing ]\n");
+    EXPECT_ERRORS(FRONTEND POOL "[health] threads = 2\n",
+                  "@:6: unexpected text \"threads = 2\" after the section "
+                  "header\n");
+}
+
+static void
+test_keys(void)
+{
+    EXPECT_ERRORS("[global]\nworker = 2\n" FRONTEND POOL,
+                  "@:2: unknown key \"worker\" in [global]\n");
+    EXPECT_ERRORS(FRONTEND POOL "weight = 2\n",
+                  "@:6: unknown key \"weight\" in [pool web]\n");
+    EXPECT_ERRORS(FRONTEND "balance = leastconn\n" POOL,
+                  "@:4: unknown key \"balance\" in [frontend web]\n");
+    EXPECT_ERRORS("workers = 2\n" FRONTEND POOL,
+                  "@:1: key \"workers\" is outside any section (put it "
+                  "under one of [global] [health] [admin] [frontend NAME] "
+                  "[pool NAME])\n");
+    EXPECT_ERRORS(FRONTEND POOL "connect_timeout = 1s\nretries = 1\n"
+                  "connect_timeout = 2s\n",
+                  "@:8: connect_timeout: already set at line 6\n");
+    /* a rejected value still counts as set */
+    EXPECT_ERRORS(FRONTEND POOL "retries = x\nretries = 1\n",
+                  "@:6: retries: \"x\" is not a number\n"
+                  "@:7: retries: already set at line 6\n");
+    EXPECT_ERRORS(FRONTEND POOL "retries\n",
+                  "@:6: expected KEY = VALUE, found \"retries\"\n");
+    EXPECT_ERRORS("[frontend web]\nlisten 127.0.0.1:8080\npool = web\n" POOL,
+                  "@:1: frontend web: listen is required\n"
+                  "@:2: expected KEY = VALUE, found \"listen "
+                  "127.0.0.1:8080\"\n");
+    EXPECT_ERRORS(FRONTEND POOL "= 5\n", "@:6: missing key name before =\n");
+}
+
+static void
+test_values(void)
+{
+    EXPECT_ERRORS(FRONTEND POOL "check_interval = 10q\n",
+                  "@:6: check_interval: \"10q\" is not a duration (use ms, "
+                  "s, m or h)\n");
+    EXPECT_ERRORS(FRONTEND POOL "check_interval = 10\n",
+                  "@:6: check_interval: \"10\" needs a unit (ms, s, m or "
+                  "h)\n");
+    EXPECT_ERRORS("[global]\nmax_connections = 0\n" FRONTEND POOL,
+                  "@:2: max_connections: 0 is out of range (1..1000000)\n");
+    EXPECT_ERRORS("[global]\nworkers = 257\nshutdown_timeout = 2h\n"
+                  "log_level = verbose\n" FRONTEND POOL,
+                  "@:2: workers: 257 is out of range (0..256)\n"
+                  "@:3: shutdown_timeout: 2h is out of range (0..1h)\n"
+                  "@:4: log_level: \"verbose\" is not one of debug, info, "
+                  "warn or error\n");
+    EXPECT_ERRORS("[health]\nthreads = 0\n" FRONTEND POOL,
+                  "@:2: threads: 0 is out of range (1..64)\n");
+    EXPECT_ERRORS(FRONTEND POOL
+                  "connect_timeout = 0\n"
+                  "idle_timeout = 25h\n"
+                  "retries = -1\n"
+                  "check = udp\n"
+                  "check_path = health\n"
+                  "check_host = a b\n"
+                  "check_expect = 200-600\n"
+                  "check_port = 65536\n"
+                  "rise = 0\n"
+                  "fall = 101\n"
+                  "check_verify = maybe\n"
+                  "min_servers = 10001\n"
+                  "drain_timeout = 25h\n"
+                  "observe_errors = 1001\n"
+                  "balance = weighted\n",
+                  "@:6: connect_timeout: 0 is out of range (1ms..1h)\n"
+                  "@:7: idle_timeout: 25h is out of range (1ms..24h)\n"
+                  "@:8: retries: \"-1\" is not a number\n"
+                  "@:9: check: \"udp\" is not one of none, tcp, http or "
+                  "https\n"
+                  "@:10: check_path: \"health\" is not a path (it starts "
+                  "with / and has no spaces)\n"
+                  "@:11: check_host: \"a b\" must not contain spaces\n"
+                  "@:12: check_expect: status code 600 is out of range "
+                  "(100..599)\n"
+                  "@:13: check_port: 65536 is out of range (0..65535)\n"
+                  "@:14: rise: 0 is out of range (1..100)\n"
+                  "@:15: fall: 101 is out of range (1..100)\n"
+                  "@:16: check_verify: \"maybe\" is not on or off (use "
+                  "on/off, yes/no, true/false or 1/0)\n"
+                  "@:17: min_servers: 10001 is out of range (0..10000 or "
+                  "0%..100%)\n"
+                  "@:18: drain_timeout: 25h is out of range (0..24h)\n"
+                  "@:19: observe_errors: 1001 is out of range (0..1000)\n"
+                  "@:20: balance: \"weighted\" is not one of roundrobin, "
+                  "leastconn, source or random\n");
+    EXPECT_ERRORS(FRONTEND POOL "min_servers = 101%\n",
+                  "@:6: min_servers: 101% is out of range (0%..100%)\n");
+    EXPECT_ERRORS(FRONTEND POOL "retries =\n",
+                  "@:6: retries: empty value (expected a number)\n");
+    EXPECT_ERRORS("[admin]\nlisten = 127.0.0.1\n" FRONTEND POOL,
+                  "@:2: listen: \"127.0.0.1\" has no port (use HOST:PORT or "
+                  "[IPV6]:PORT)\n");
+    EXPECT_ERRORS("[frontend web]\nlisten = 127.0.0.1:0\npool = web\n" POOL,
+                  "@:2: listen: \"127.0.0.1:0\": port \"0\" is not "
+                  "1..65535\n");
+    EXPECT_ERRORS("[frontend web]\nlisten = 127.0.0.1:80\npool = a b\n" POOL,
+                  "@:3: pool: \"a b\" is not a valid name (use 1 to 63 of "
+                  "A-Z a-z 0-9 _ . -)\n");
+}
+
+static void
+test_servers(void)
+{
+    EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1 127.0.0.1\n",
+                  "@:5: server: \"web1 127.0.0.1\" has no port (use NAME "
+                  "HOST:PORT [weight=N])\n");
+    EXPECT_ERRORS(FRONTEND POOL "server = web1 127.0.0.1:9002\n",
+                  "@:6: server \"web1\" is already defined at line 5 in pool "
+                  "web\n");
+    /* each duplicate is reported once, against the first */
+    EXPECT_ERRORS(FRONTEND POOL "server = web1 127.0.0.1:9002\n"
+                  "server = web1 127.0.0.1:9003\n",
+                  "@:6: server \"web1\" is already defined at line 5 in pool "
+                  "web\n"
+                  "@:7: server \"web1\" is already defined at line 5 in pool "
+                  "web\n");
+    EXPECT_ERRORS(FRONTEND POOL "server = web2 127.0.0.1:9002 weight=0\n"
+                  "server = web3 127.0.0.1:9003 weight=257\n"
+                  "server = web4 127.0.0.1:9004 backup\n"
+                  "server = web/5 127.0.0.1:9005\n",
+                  "@:6: server web2: weight 0 is out of range (1..256)\n"
+                  "@:7: server web3: weight 257 is out of range (1..256)\n"
+                  "@:8: server web4: unknown option \"backup\" (use NAME "
+                  "HOST:PORT [weight=N])\n"
+                  "@:9: server: name \"web/5\" is invalid (use 1 to 63 of "
+                  "A-Z a-z 0-9 _ . -)\n");
+    /* the rejected server explains the empty pool: no second message */
+    EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1\n",
+                  "@:5: server: \"web1\" has no address (use NAME HOST:PORT "
+                  "[weight=N])\n");
+    /* the same name in two pools is fine */
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "[pool api]\n"
+                                 "server = web1 127.0.0.1:9001\n");
+        conf_free(c);
+    }
+}
+
+/* The message of getaddrinfo may vary with the libc: check the rest. */
+static void
+test_unresolvable(void)
+{
+    struct conf *c = NULL;
+    char *errors = NULL, *want;
+    const char *rest;
+
+    const char *text = FRONTEND "[pool web]\nserver = web1 nohost.invalid:80\n"
+                       "[frontend api]\nlisten = nohost.invalid:81\n"
+                       "pool = web\n";
+
+    write_file(text, strlen(text));
+    CHECK_EQ_INT(conf_load(path, &c, &errors), -1);
+    CHECK(c == NULL);
+    if (errors == NULL)
+        return;
+    want = expand("@:5: server web1: address \"nohost.invalid:80\" does not "
+                  "resolve (");
+    CHECK(strncmp(errors, want, strlen(want)) == 0);
+    free(want);
+    rest = strchr(errors, '\n');
+    want = expand("@:7: listen: address \"nohost.invalid:81\" does not "
+                  "resolve (");
+    CHECK(rest != NULL && strncmp(rest + 1, want, strlen(want)) == 0);
+    /* two lines and nothing more */
+    CHECK(rest != NULL && strchr(rest + 1, '\n') != NULL &&
+          strchr(rest + 1, '\n')[1] == '\0');
+    free(want);
+    free(errors);
+}
+
+static void
+test_references(void)
+{
+    EXPECT_ERRORS("[frontend web]\nlisten = 127.0.0.1:8080\npool = api\n"
+                  POOL,
+                  "@:3: frontend web: pool \"api\" does not exist\n");
+    EXPECT_ERRORS(FRONTEND POOL "[pool web]\nserver = a 127.0.0.1:1\n",
+                  "@:6: pool \"web\" is already defined at line 4\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend web]\nlisten = 127.0.0.1:8081\n"
+                  "pool = web\n",
+                  "@:6: frontend \"web\" is already defined at line 1\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend api]\nlisten = 127.0.0.1:8080\n"
+                  "pool = web\n",
+                  "@:7: frontend api: listen 127.0.0.1:8080 is already used "
+                  "by frontend web at line 2\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend api]\nlisten = *:8080\n"
+                  "pool = web\n",
+                  "@:7: frontend api: listen *:8080 overlaps listen "
+                  "127.0.0.1:8080 of frontend web at line 2\n");
+    EXPECT_ERRORS("[frontend web]\nlisten = 127.0.0.1:9900\npool = web\n"
+                  POOL,
+                  "@:2: frontend web: listen 127.0.0.1:9900 overlaps the "
+                  "[admin] listen 127.0.0.1:9900 (its default)\n");
+    EXPECT_ERRORS("[admin]\nlisten = *:8080\n" FRONTEND POOL,
+                  "@:4: frontend web: listen 127.0.0.1:8080 overlaps the "
+                  "[admin] listen *:8080 at line 2\n");
+    /* a bad listen is not also reported as missing or conflicting */
+    EXPECT_ERRORS(FRONTEND POOL "[frontend api]\nlisten = 127.0.0.1:x\n"
+                  "pool = web\n",
+                  "@:7: listen: \"127.0.0.1:x\": port \"x\" is not "
+                  "1..65535\n");
+    /* different ports, or the same port on two addresses, are fine */
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "[frontend api]\n"
+                                 "listen = 127.0.0.2:8080\npool = web\n"
+                                 "[frontend v6]\nlisten = [::1]:8080\n"
+                                 "pool = web\n");
+        if (c != NULL)
+            CHECK_EQ_INT(c->nfrontends, 3);
+        conf_free(c);
+    }
+}
+
+static void
+test_check_timeout(void)
+{
+    EXPECT_ERRORS(FRONTEND POOL "check_interval = 2s\ncheck_timeout = 3s\n",
+                  "@:7: pool web: check_timeout 3s is longer than "
+                  "check_interval 2s\n");
+    /* the default timeout (1s) against a shorter interval */
+    EXPECT_ERRORS(FRONTEND POOL "check_interval = 500ms\n",
+                  "@:6: pool web: check_timeout 1s is longer than "
+                  "check_interval 500ms\n");
+    /* equal is fine */
+    conf_free(LOAD_OK(FRONTEND POOL "check_interval = 1s\n"));
+    /* a rejected interval is not compared */
+    EXPECT_ERRORS(FRONTEND POOL "check_interval = 0\ncheck_timeout = 3s\n",
+                  "@:6: check_interval: 0 is out of range (1ms..1h)\n");
+}
+
+static void
+test_file(void)
+{
+    struct conf *c = (struct conf *)1;
+    char *errors = NULL, want[256];
+
+    EXPECT_ERRORS("", "@:1: file is empty (expected sections such as "
+                  "[frontend NAME] and [pool NAME])\n");
+    EXPECT_ERRORS("; only\n\n# comments\n   \n",
+                  "@:1: file is empty (expected sections such as "
+                  "[frontend NAME] and [pool NAME])\n");
+    expect_errors_n(__LINE__, FRONTEND "[pool w\0b]\n", strlen(FRONTEND) + 11,
+                    "@:4: binary data (byte 0x00 at column 8)\n");
+    EXPECT_ERRORS(FRONTEND POOL "retries = 2\xff\n",
+                  "@:6: binary data (byte 0xff at column 12)\n");
+    EXPECT_ERRORS("\x7f" "ELF\x02\x01\x01", "@:1: binary data (byte 0x7f at "
+                  "column 1)\n");
+
+    CHECK_EQ_INT(conf_load("/nonexistent/lb.ini", &c, &errors), -1);
+    CHECK(c == NULL);
+    CHECK_EQ_STR(errors, "/nonexistent/lb.ini: cannot open: No such file or "
+                 "directory\n");
+    free(errors);
+
+    c = (struct conf *)1;
+    CHECK_EQ_INT(conf_load(dir, &c, &errors), -1);
+    CHECK(c == NULL);
+    snprintf(want, sizeof(want), "%s: cannot read: Is a directory\n", dir);
+    CHECK_EQ_STR(errors, want);
+    free(errors);
+
+    /* an endless file stops at the size cap instead of eating memory */
+    c = (struct conf *)1;
+    CHECK_EQ_INT(conf_load("/dev/zero", &c, &errors), -1);
+    CHECK(c == NULL);
+    CHECK_EQ_STR(errors, "/dev/zero: file is too large (more than 16 MiB)\n");
+    free(errors);
+
+    conf_free(NULL);
+}
+
+/* Everything wrong in a file is reported in one pass, in line order. */
+static void
+test_many_errors(void)
+{
+    char text[8192], exp[16384];
+    size_t t = 0, e = 0;
+    int i;
+
+    EXPECT_ERRORS("[global]\n"
+                  "worker = 2\n"
+                  "log_level = loud\n"
+                  "[frontend web]\n"
+                  "listen = 127.0.0.1:8080\n"
+                  "pool = api\n"
+                  "[pool web]\n"
+                  "  server = web1 127.0.0.1:9001\n"
+                  "check_interval = 10q\n"
+                  "[backend x]\n",
+                  "@:2: unknown key \"worker\" in [global]\n"
+                  "@:3: log_level: \"loud\" is not one of debug, info, warn "
+                  "or error\n"
+                  "@:6: frontend web: pool \"api\" does not exist\n"
+                  "@:8: indentation is not allowed (continuation lines are "
+                  "not supported; start each line in column 1)\n"
+                  "@:9: check_interval: \"10q\" is not a duration (use ms, s, "
+                  "m or h)\n"
+                  "@:10: unknown section [backend x] (valid headers: "
+                  "[global] [health] [admin] [frontend NAME] [pool NAME])\n");
+
+    /* past 100 errors, the rest are counted */
+    t += (size_t)snprintf(text + t, sizeof(text) - t, "%s", FRONTEND POOL);
+    for (i = 0; i < 130; i++) {
+        t += (size_t)snprintf(text + t, sizeof(text) - t, "bad%d = 1\n", i);
+        if (i < 100)
+            e += (size_t)snprintf(exp + e, sizeof(exp) - e,
+                                  "@:%d: unknown key \"bad%d\" in [pool "
+                                  "web]\n", i + 6, i);
+    }
+    snprintf(exp + e, sizeof(exp) - e, "@: 30 more problems not shown\n");
+    EXPECT_ERRORS(text, exp);
+}
+
+int
+main(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/conf_test.XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    snprintf(path, sizeof(path), "%s/lb.ini", dir);
+
+    test_example();
+    test_defaults();
+    test_all_keys();
+    test_syntax_ok();
+    test_long_lines();
+    test_indentation();
+    test_sections();
+    test_keys();
+    test_values();
+    test_servers();
+    test_unresolvable();
+    test_references();
+    test_check_timeout();
+    test_file();
+    test_many_errors();
+
+    unlink(path);
+    rmdir(dir);
+    return CHECK_DONE();
+}

@@ -1,0 +1,528 @@
+/*
+ * conf_value_test.c - the value parsers of conf/conf_value.c, one table of
+ * good and bad inputs per parser, with the exact messages.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "conf_value.h"
+
+struct duration_case {
+    const char *in;
+    int rc;
+    uint64_t ms;
+    const char *err;
+};
+
+static void
+test_duration(void)
+{
+    static const struct duration_case cases[] = {
+        { "0", 0, 0, NULL },
+        { "0ms", 0, 0, NULL },
+        { "0h", 0, 0, NULL },
+        { "1ms", 0, 1, NULL },
+        { "250ms", 0, 250, NULL },
+        { "30s", 0, 30000, NULL },
+        { "5m", 0, 300000, NULL },
+        { "1h", 0, 3600000, NULL },
+        { "007s", 0, 7000, NULL },
+        { "10", -1, 0, "\"10\" needs a unit (ms, s, m or h)" },
+        { "10q", -1, 0, "\"10q\" is not a duration (use ms, s, m or h)" },
+        { "10S", -1, 0, "\"10S\" is not a duration (use ms, s, m or h)" },
+        { "1 s", -1, 0, "\"1 s\" is not a duration (use ms, s, m or h)" },
+        { " 1s", -1, 0, "\" 1s\" is not a duration (use ms, s, m or h)" },
+        { "-1s", -1, 0, "\"-1s\" is not a duration (use ms, s, m or h)" },
+        { "+1s", -1, 0, "\"+1s\" is not a duration (use ms, s, m or h)" },
+        { "s", -1, 0, "\"s\" is not a duration (use ms, s, m or h)" },
+        { "1.5s", -1, 0, "\"1.5s\" is not a duration (use ms, s, m or h)" },
+        { "1m30s", -1, 0, "\"1m30s\" is not a duration (use ms, s, m or h)" },
+        { "", -1, 0, "empty value (expected a duration such as 500ms, 30s, "
+                     "5m or 1h)" },
+        /* fits in 64 bits, overflows once multiplied by 3600000 */
+        { "5124095576031h", -1, 0, "\"5124095576031h\" is too large" },
+        { "5124095576030h", 0, UINT64_C(5124095576030) * 3600000, NULL },
+        { "18446744073709551615ms", 0, UINT64_MAX, NULL },
+        { "18446744073709551616ms", -1, 0,
+          "\"18446744073709551616ms\" is too large" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[256] = "";
+        uint64_t ms = 12345;
+        int rc = conf_parse_duration(cases[i].in, &ms, err, sizeof(err));
+        CHECK_EQ_INT(rc, cases[i].rc);
+        if (cases[i].rc == 0) {
+            CHECK_EQ_INT(ms, cases[i].ms);
+        } else {
+            CHECK_EQ_STR(err, cases[i].err);
+            CHECK_EQ_INT(ms, 12345);        /* untouched on error */
+        }
+    }
+}
+
+static void
+test_format_duration(void)
+{
+    char buf[32];
+
+    conf_format_duration(0, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "0");
+    conf_format_duration(1, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "1ms");
+    conf_format_duration(1500, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "1500ms");
+    conf_format_duration(30000, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "30s");
+    conf_format_duration(90000, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "90s");
+    conf_format_duration(300000, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "5m");
+    conf_format_duration(86400000, buf, sizeof(buf));
+    CHECK_EQ_STR(buf, "24h");
+}
+
+static void
+test_uint(void)
+{
+    static const struct { const char *in; int rc; uint64_t v; const char *err; }
+    cases[] = {
+        { "0", 0, 0, NULL },
+        { "10000", 0, 10000, NULL },
+        { "0010", 0, 10, NULL },
+        { "18446744073709551615", 0, UINT64_MAX, NULL },
+        { "18446744073709551616", -1, 0, "\"18446744073709551616\" is too large" },
+        { "", -1, 0, "empty value (expected a number)" },
+        { "3abc", -1, 0, "\"3abc\" is not a number" },
+        { "-1", -1, 0, "\"-1\" is not a number" },
+        { "+1", -1, 0, "\"+1\" is not a number" },
+        { " 1", -1, 0, "\" 1\" is not a number" },
+        { "1 0", -1, 0, "\"1 0\" is not a number" },
+        { "0x10", -1, 0, "\"0x10\" is not a number" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[256] = "";
+        uint64_t v = 77;
+        CHECK_EQ_INT(conf_parse_uint(cases[i].in, &v, err, sizeof(err)),
+                     cases[i].rc);
+        if (cases[i].rc == 0)
+            CHECK(v == cases[i].v);
+        else
+            CHECK_EQ_STR(err, cases[i].err);
+    }
+}
+
+static void
+test_bool(void)
+{
+    static const struct { const char *in; int rc; bool v; } cases[] = {
+        { "on", 0, true }, { "off", 0, false }, { "yes", 0, true },
+        { "no", 0, false }, { "true", 0, true }, { "false", 0, false },
+        { "1", 0, true }, { "0", 0, false }, { "ON", 0, true },
+        { "Off", 0, false }, { "maybe", -1, false }, { "", -1, false },
+        { "2", -1, false }, { "onn", -1, false },
+    };
+    char err[256];
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool v = !cases[i].v;
+        CHECK_EQ_INT(conf_parse_bool(cases[i].in, &v, err, sizeof(err)),
+                     cases[i].rc);
+        if (cases[i].rc == 0)
+            CHECK_EQ_INT(v, cases[i].v);
+    }
+    conf_parse_bool("maybe", &(bool){false}, err, sizeof(err));
+    CHECK_EQ_STR(err, "\"maybe\" is not on or off (use on/off, yes/no, "
+                 "true/false or 1/0)");
+}
+
+static void
+test_enum(void)
+{
+    static const char *const names[] = { "debug", "info", "warn", "error",
+                                         NULL };
+    char err[256];
+    int v = -1;
+
+    CHECK_EQ_INT(conf_parse_enum("debug", names, &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v, 0);
+    CHECK_EQ_INT(conf_parse_enum("error", names, &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v, 3);
+    CHECK_EQ_INT(conf_parse_enum("WARN", names, &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v, 2);
+    CHECK_EQ_INT(conf_parse_enum("verbose", names, &v, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"verbose\" is not one of debug, info, warn or error");
+    CHECK_EQ_INT(conf_parse_enum("", names, &v, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_enum("info ", names, &v, err, sizeof(err)), -1);
+}
+
+static void
+test_count_or_percent(void)
+{
+    struct conf_count_or_percent v;
+    char err[256];
+
+    CHECK_EQ_INT(conf_parse_count_or_percent("3", &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v.value, 3);
+    CHECK(!v.is_percent);
+    CHECK_EQ_INT(conf_parse_count_or_percent("50%", &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v.value, 50);
+    CHECK(v.is_percent);
+    CHECK_EQ_INT(conf_parse_count_or_percent("0%", &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v.value, 0);
+    CHECK(v.is_percent);
+    CHECK_EQ_INT(conf_parse_count_or_percent("100%", &v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(v.value, 100);
+    CHECK_EQ_INT(conf_parse_count_or_percent("101%", &v, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "101% is out of range (0%..100%)");
+    CHECK_EQ_INT(conf_parse_count_or_percent("%", &v, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"%\" is not a count or a percentage (e.g. 2 or 50%)");
+    CHECK_EQ_INT(conf_parse_count_or_percent("50 %", &v, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_count_or_percent("-5", &v, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_count_or_percent("5%%", &v, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_count_or_percent("4294967296", &v, err,
+                                             sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"4294967296\" is too large");
+    CHECK_EQ_INT(conf_parse_count_or_percent("", &v, err, sizeof(err)), -1);
+}
+
+static void
+test_expect(void)
+{
+    struct conf_expect e;
+    char err[256];
+
+    CHECK_EQ_INT(conf_parse_expect("200-399", &e, err, sizeof(err)), 0);
+    CHECK_EQ_INT(e.nranges, 1);
+    CHECK_EQ_INT(e.ranges[0].lo, 200);
+    CHECK_EQ_INT(e.ranges[0].hi, 399);
+
+    CHECK_EQ_INT(conf_parse_expect("200, 204 ,300-399", &e, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(e.nranges, 3);
+    CHECK_EQ_INT(e.ranges[0].lo, 200);
+    CHECK_EQ_INT(e.ranges[0].hi, 200);
+    CHECK_EQ_INT(e.ranges[1].lo, 204);
+    CHECK_EQ_INT(e.ranges[1].hi, 204);
+    CHECK_EQ_INT(e.ranges[2].lo, 300);
+    CHECK_EQ_INT(e.ranges[2].hi, 399);
+
+    CHECK_EQ_INT(conf_parse_expect("100-599", &e, err, sizeof(err)), 0);
+    CHECK_EQ_INT(conf_parse_expect("204-204", &e, err, sizeof(err)), 0);
+
+    /* an error leaves *out as it was */
+    e.nranges = 9;
+    CHECK_EQ_INT(conf_parse_expect("200,600", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "status code 600 is out of range (100..599)");
+    CHECK_EQ_INT(e.nranges, 9);
+    CHECK_EQ_INT(conf_parse_expect("99", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "status code 99 is out of range (100..599)");
+    CHECK_EQ_INT(conf_parse_expect("200-600", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "status code 600 is out of range (100..599)");
+    CHECK_EQ_INT(conf_parse_expect("399-200", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "range \"399-200\" is reversed (write the lower code "
+                 "first)");
+    CHECK_EQ_INT(conf_parse_expect("2xx", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"2xx\" is not a status code or range (e.g. 200 or "
+                 "200-399)");
+    CHECK_EQ_INT(conf_parse_expect("200 - 399", &e, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_expect("200-", &e, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_expect("-200", &e, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_expect("200-300-400", &e, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_expect("200,,300", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"200,,300\" has an empty item (expected status codes "
+                 "or ranges, e.g. 200,204,300-399)");
+    CHECK_EQ_INT(conf_parse_expect("200,", &e, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_expect("", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "empty value (expected status codes or ranges, e.g. "
+                 "200,204,300-399)");
+
+    /* CONF_EXPECT_MAX_RANGES (16) items fit, 17 do not */
+    CHECK_EQ_INT(conf_parse_expect("200,201,202,203,204,205,206,207,208,209,"
+                                   "210,211,212,213,214,215", &e, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(e.nranges, 16);
+    CHECK_EQ_INT(conf_parse_expect("200,201,202,203,204,205,206,207,208,209,"
+                                   "210,211,212,213,214,215,216", &e, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "more than 16 codes or ranges");
+}
+
+static void
+test_name(void)
+{
+    char long_name[80];
+
+    CHECK(conf_name_is_valid("web"));
+    CHECK(conf_name_is_valid("Web_1.a-b"));
+    CHECK(!conf_name_is_valid(""));
+    CHECK(!conf_name_is_valid("a b"));
+    CHECK(!conf_name_is_valid("a/b"));
+    CHECK(!conf_name_is_valid("caf\xc3\xa9"));
+    memset(long_name, 'a', 63);
+    long_name[63] = '\0';
+    CHECK(conf_name_is_valid(long_name));
+    long_name[63] = 'a';
+    long_name[64] = '\0';
+    CHECK(!conf_name_is_valid(long_name));
+}
+
+static uint16_t
+addr_port(const struct conf_addr *a)
+{
+    if (a->ss.ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+}
+
+static const char *
+addr_host(const struct conf_addr *a, char *buf, size_t len)
+{
+    if (a->ss.ss_family == AF_INET)
+        return inet_ntop(AF_INET,
+                         &((const struct sockaddr_in *)&a->ss)->sin_addr,
+                         buf, (socklen_t)len);
+    return inet_ntop(AF_INET6,
+                     &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, buf,
+                     (socklen_t)len);
+}
+
+static void
+test_addr(void)
+{
+    struct conf_addr a;
+    char err[512], host[64];
+
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:8080", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_OK);
+    CHECK_EQ_STR(a.text, "127.0.0.1:8080");
+    CHECK_EQ_INT(a.ss.ss_family, AF_INET);
+    CHECK_EQ_INT(a.len, sizeof(struct sockaddr_in));
+    CHECK_EQ_INT(addr_port(&a), 8080);
+    CHECK_EQ_STR(addr_host(&a, host, sizeof(host)), "127.0.0.1");
+
+    CHECK_EQ_INT(conf_parse_addr("[::1]:443", false, &a, err, sizeof(err)),
+                 CONF_ADDR_OK);
+    CHECK_EQ_STR(a.text, "[::1]:443");
+    CHECK_EQ_INT(a.ss.ss_family, AF_INET6);
+    CHECK_EQ_INT(a.len, sizeof(struct sockaddr_in6));
+    CHECK_EQ_INT(addr_port(&a), 443);
+    CHECK_EQ_STR(addr_host(&a, host, sizeof(host)), "::1");
+
+    /* a name is resolved (localhost is in /etc/hosts everywhere) */
+    CHECK_EQ_INT(conf_parse_addr("localhost:80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_OK);
+    CHECK_EQ_STR(a.text, "localhost:80");
+    CHECK_EQ_INT(addr_port(&a), 80);
+
+    /* the wildcard, for listen addresses only */
+    CHECK_EQ_INT(conf_parse_addr("*:8080", true, &a, err, sizeof(err)),
+                 CONF_ADDR_OK);
+    CHECK_EQ_STR(addr_host(&a, host, sizeof(host)), "0.0.0.0");
+    CHECK_EQ_STR(a.text, "*:8080");
+    CHECK_EQ_INT(conf_parse_addr(":8080", true, &a, err, sizeof(err)),
+                 CONF_ADDR_OK);
+    CHECK_EQ_STR(addr_host(&a, host, sizeof(host)), "0.0.0.0");
+    CHECK_EQ_INT(addr_port(&a), 8080);
+    CHECK_EQ_INT(conf_parse_addr("*:8080", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_STR(err, "\"*:8080\" has no host");
+    CHECK_EQ_INT(conf_parse_addr(":8080", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1", false, &a, err, sizeof(err)),
+                 CONF_ADDR_NO_PORT);
+    CHECK_EQ_STR(err, "\"127.0.0.1\" has no port (use HOST:PORT or "
+                 "[IPV6]:PORT)");
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:", false, &a, err, sizeof(err)),
+                 CONF_ADDR_NO_PORT);
+    CHECK_EQ_INT(conf_parse_addr("[::1]", false, &a, err, sizeof(err)),
+                 CONF_ADDR_NO_PORT);
+    CHECK_EQ_INT(conf_parse_addr("", true, &a, err, sizeof(err)),
+                 CONF_ADDR_NO_PORT);
+
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:0", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_STR(err, "\"127.0.0.1:0\": port \"0\" is not 1..65535");
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:65536", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:65535", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_OK);
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:http", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("127.0.0.1:+80", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("::1:80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_STR(err, "\"::1:80\": write an IPv6 address in brackets "
+                 "([::1]:80)");
+    CHECK_EQ_INT(conf_parse_addr("[::1:80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("[::1]80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("[]:80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+    CHECK_EQ_INT(conf_parse_addr("[127.0.0.1]:80", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_BAD);
+    CHECK_EQ_STR(err, "\"[127.0.0.1]:80\": \"127.0.0.1\" is not an IPv6 "
+                 "address");
+    CHECK_EQ_INT(conf_parse_addr("a b:80", false, &a, err, sizeof(err)),
+                 CONF_ADDR_BAD);
+
+    /* .invalid never resolves (RFC 6761) and fails without a DNS query */
+    CHECK_EQ_INT(conf_parse_addr("nohost.invalid:80", false, &a, err,
+                                 sizeof(err)), CONF_ADDR_UNRESOLVED);
+    CHECK(strncmp(err, "address \"nohost.invalid:80\" does not resolve (",
+                  strlen("address \"nohost.invalid:80\" does not resolve ("))
+          == 0);
+}
+
+static void
+test_addr_overlaps(void)
+{
+    struct conf_addr a, b, c, d, w, v6, v6w;
+    char err[256];
+
+    conf_parse_addr("127.0.0.1:80", false, &a, err, sizeof(err));
+    conf_parse_addr("127.0.0.1:80", false, &b, err, sizeof(err));
+    conf_parse_addr("127.0.0.1:81", false, &c, err, sizeof(err));
+    conf_parse_addr("127.0.0.2:80", false, &d, err, sizeof(err));
+    conf_parse_addr("*:80", true, &w, err, sizeof(err));
+    conf_parse_addr("[::1]:80", false, &v6, err, sizeof(err));
+    conf_parse_addr("[::]:80", false, &v6w, err, sizeof(err));
+    CHECK(conf_addr_overlaps(&a, &b));
+    CHECK(!conf_addr_overlaps(&a, &c));
+    CHECK(!conf_addr_overlaps(&a, &d));
+    CHECK(conf_addr_overlaps(&a, &w));
+    CHECK(conf_addr_overlaps(&w, &d));
+    CHECK(!conf_addr_overlaps(&a, &v6));
+    CHECK(conf_addr_overlaps(&v6, &v6w));
+    CHECK(conf_addr_overlaps(&v6, &v6));
+}
+
+static void
+test_server(void)
+{
+    struct conf_addr a;
+    char name[CONF_NAME_MAX + 1], err[512];
+    uint32_t w = 0;
+
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:9001 weight=3", name, &a,
+                                   &w, err, sizeof(err)), 0);
+    CHECK_EQ_STR(name, "web1");
+    CHECK_EQ_STR(a.text, "127.0.0.1:9001");
+    CHECK_EQ_INT(w, 3);
+    CHECK_EQ_INT(conf_parse_server("web2\t127.0.0.1:9002", name, &a, &w, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_STR(name, "web2");
+    CHECK_EQ_INT(w, 1);
+    CHECK_EQ_INT(conf_parse_server("w [::1]:1 weight=256", name, &a, &w, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(w, 256);
+
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &a, &w, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server: \"web1 127.0.0.1\" has no port (use NAME "
+                 "HOST:PORT [weight=N])");
+    CHECK_EQ_INT(conf_parse_server("web1", name, &a, &w, err, sizeof(err)),
+                 -1);
+    CHECK_EQ_STR(err, "server: \"web1\" has no address (use NAME HOST:PORT "
+                 "[weight=N])");
+    CHECK_EQ_INT(conf_parse_server("", name, &a, &w, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N])");
+    CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &a, &w, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
+                 "A-Z a-z 0-9 _ . -)");
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=0", name, &a, &w,
+                                   err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: weight 0 is out of range (1..256)");
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=257", name, &a,
+                                   &w, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: weight 257 is out of range (1..256)");
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=x", name, &a, &w,
+                                   err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: weight \"x\" is not a number");
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=", name, &a, &w,
+                                   err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=-1", name, &a,
+                                   &w, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=1 weight=2",
+                                   name, &a, &w, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: weight is given twice");
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &a, &w,
+                                   err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: unknown option \"backup\" (use NAME "
+                 "HOST:PORT [weight=N])");
+    CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &a, &w, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server web1: \"*:80\" has no host");
+    CHECK_EQ_INT(conf_parse_server("web1 nohost.invalid:80", name, &a, &w,
+                                   err, sizeof(err)), -1);
+    CHECK(strncmp(err, "server web1: address \"nohost.invalid:80\" does not "
+                  "resolve (", 52) == 0);
+}
+
+static void
+test_find_binary(void)
+{
+    unsigned char byte = 0;
+    size_t col = 0;
+    int line = 0;
+
+    CHECK(!conf_find_binary("", 0, &line, &col, &byte));
+    CHECK(!conf_find_binary("a = b\r\n\tc\n", 10, &line, &col, &byte));
+    CHECK(!conf_find_binary("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n", 15,
+                            &line, &col, &byte));
+    CHECK(!conf_find_binary("\xef\xbb\xbf[global]\n", 12, &line, &col, &byte));
+    CHECK(!conf_find_binary("x\r", 2, &line, &col, &byte));
+
+    CHECK(conf_find_binary("ab\ncd\0e\n", 8, &line, &col, &byte));
+    CHECK_EQ_INT(line, 2);
+    CHECK_EQ_INT(col, 3);
+    CHECK_EQ_INT(byte, 0);
+    CHECK(conf_find_binary("\x1b[31m", 5, &line, &col, &byte));
+    CHECK_EQ_INT(line, 1);
+    CHECK_EQ_INT(col, 1);
+    CHECK_EQ_INT(byte, 0x1b);
+    CHECK(conf_find_binary("a\rb", 3, &line, &col, &byte));
+    CHECK_EQ_INT(col, 2);
+    CHECK(conf_find_binary("\x7f", 1, &line, &col, &byte));
+    CHECK(conf_find_binary("\n\nab\xff", 5, &line, &col, &byte));
+    CHECK_EQ_INT(line, 3);
+    CHECK_EQ_INT(col, 3);
+    CHECK_EQ_INT(byte, 0xff);
+    CHECK(conf_find_binary("\xc3", 1, &line, &col, &byte));       /* cut */
+    CHECK(conf_find_binary("\xc3(", 2, &line, &col, &byte));      /* bad 2nd */
+    CHECK(conf_find_binary("\xc0\xaf", 2, &line, &col, &byte));   /* overlong */
+    CHECK(conf_find_binary("\xe0\x80\xaf", 3, &line, &col, &byte));
+    CHECK(conf_find_binary("\xed\xa0\x80", 3, &line, &col, &byte)); /* UTF-16
+                                                                       half */
+    CHECK(conf_find_binary("\xf4\x90\x80\x80", 4, &line, &col, &byte));
+    CHECK(conf_find_binary("\xf5\x80\x80\x80", 4, &line, &col, &byte));
+}
+
+int
+main(void)
+{
+    test_duration();
+    test_format_duration();
+    test_uint();
+    test_bool();
+    test_enum();
+    test_count_or_percent();
+    test_expect();
+    test_name();
+    test_addr();
+    test_addr_overlaps();
+    test_server();
+    test_find_binary();
+    return CHECK_DONE();
+}
