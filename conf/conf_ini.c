@@ -197,7 +197,7 @@ conf_ini_header(struct conf_parse *p, const char *s)
     if (kind == CONF_SECTION_KINDS) {
         conf_error(p, p->lineno, "unknown section [%.*s] (valid headers: %s)",
                    (int)(in_end - in), in, conf_ini_headers);
-        p->cur_kind = CONF_SECTION_GLOBAL; return;
+        return;
     }
 
     if (kind < CONF_SECTION_FRONTEND) {

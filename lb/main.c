@@ -223,7 +223,7 @@ main(int argc, char **argv)
         return 2;
     }
     if (conf_load(path, &conf, &errors) == -1) {
-        fputs(errors, stderr);
+        fputs(errors != NULL ? errors : "out of memory while reporting config errors\n", stderr);
         free(errors);
         return 1;
     }
