@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -56,6 +57,10 @@ lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
         close(fd);
         return -1;
     }
+    /* Accepted sockets inherit TCP_NODELAY from the listener on Linux: one
+     * setsockopt here instead of one per connection. A proxy must not add
+     * Nagle's delay to small writes. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (addr->sa_family == AF_INET6)    /* [::]:80 means IPv6 only, as nginx */
         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, addr, len) == -1) {

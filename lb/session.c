@@ -158,7 +158,7 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     if (pool->bal->algo == BAL_ALGO_SOURCE)
         s->client_hash = lb_session_client_hash(client);
     s->started_ms = s->last_active_ms = lb_session_now_ms(s);
-    lb_session_nodelay(fd);
+    /* No TCP_NODELAY here: Linux copies it from the listening socket. */
 
     /* Every event is assigned once here, so finish can event_del them all
      * whatever state the session reached. */
@@ -373,10 +373,14 @@ lb_half_shut(struct lb_half *h)
 
     event_del(h->src_ev);
     lb_half_release(h);
-    (void)shutdown(h->dst_fd, SHUT_WR);
     h->is_shut = true;
-    if (other->is_shut)
+    if (other->is_shut) {
+        /* Both ways done: close(2) sends the FIN, a shutdown first would
+         * only cost a syscall per connection. */
         lb_session_finish(s, "closed");
+        return;
+    }
+    (void)shutdown(h->dst_fd, SHUT_WR);
 }
 
 static const char *
