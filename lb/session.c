@@ -22,6 +22,7 @@
  * Everything here runs on the worker thread that accepted the connection.
  * lb_session_finish frees the session: every caller returns right after it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -186,14 +187,18 @@ static void
 lb_session_connect_failed(struct lb_session *s, const char *error)
 {
     struct lb_server *srv = s->server;
-    char qbuf[128];
+    char lower[96], qbuf[128];
 
     atomic_fetch_add_explicit(&srv->connect_failures, 1, memory_order_relaxed);
+    /* Operators read "connection refused", as the kernel's own messages
+     * and haproxy's logs put it, not strerror's capitalised sentence. */
+    snprintf(lower, sizeof(lower), "%s", error);
+    lower[0] = (char)tolower((unsigned char)lower[0]);
     lb_log(CONF_LOG_WARN, "connect_failed",
            "frontend=%s pool=%s server=%s addr=%s client=%s error=%s attempt=%u",
            s->fe->conf->name, s->pool->conf->name, srv->conf->name,
            srv->conf->addr.text, s->client_text,
-           lb_log_quote(qbuf, sizeof(qbuf), error), s->ntried);
+           lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     bal_server_conn_end(s->pool->bal, srv->index);
     s->server = NULL;
     event_del(&s->s_write);
@@ -287,7 +292,9 @@ lb_session_connect(struct lb_session *s)
             lb_session_finish(s, "event_add failed");
             return;
         }
-        /* Loopback refuses at once: no event needed to learn it. */
+        /* An immediate failure (no route, no local port left): the other
+         * servers may still be reachable. Refusals arrive later, through
+         * lb_session_on_connect. */
         lb_session_connect_failed(s, strerror(errno));
     }
 }

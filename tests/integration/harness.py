@@ -38,6 +38,7 @@ import unittest
 
 HOST = "127.0.0.1"
 LB_BIN = os.environ.get("LB_BIN", "")
+LB_BIN = os.path.abspath(LB_BIN) if LB_BIN else ""     # lb runs in its temp dir
 SOURCE_DIR = os.environ.get("LB_SOURCE_DIR", "")
 
 # Deadlines are generous because the suite also runs against an ASan/UBSan

@@ -3,6 +3,7 @@ weights exactly, leastconn fills the server with the fewest active
 connections, source pins a client address to one server, random reaches
 every server."""
 
+import socket
 from collections import Counter
 
 import harness
@@ -51,11 +52,11 @@ class BalanceTest(LbTestCase):
                  "the backend to accept the connection")
         return s, name
 
-    def _close_held(self, s, backend, lb_port):
+    def _close_held(self, s, backend):
         """Closes a held connection and waits until lb has ended the session
         (the client sees lb's EOF after the backend closed its side)."""
         active = backend.active
-        s.shutdown(harness.socket.SHUT_WR)
+        s.shutdown(socket.SHUT_WR)
         data, how = harness.recv_until_eof(s, timeout=5)
         self.assertEqual((data, how), (b"", "eof"), "closing a held connection")
         s.close()
@@ -81,7 +82,7 @@ class BalanceTest(LbTestCase):
         # Free both slots of one server: the next two connections must both
         # go there (round robin would spread them over two servers).
         for s in held["web3"]:
-            self._close_held(s, backends["web3"], lb.port)
+            self._close_held(s, backends["web3"])
         held["web3"] = []
         for i in range(2):
             s, name = self._open_held(lb.port, bl)
@@ -92,7 +93,7 @@ class BalanceTest(LbTestCase):
         # Several rounds: free one connection of a changing server, the next
         # connection must go to exactly that server.
         for victim in ("web1", "web2", "web1", "web3"):
-            self._close_held(held[victim].pop(), backends[victim], lb.port)
+            self._close_held(held[victim].pop(), backends[victim])
             s, name = self._open_held(lb.port, bl)
             self.assertEqual(name, victim, f"after freeing a slot on {victim}")
             held[name].append(s)

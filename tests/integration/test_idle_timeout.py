@@ -1,7 +1,7 @@
 """idle_timeout: lb closes a connection with no traffic either way for that
 long, and traffic in either single direction keeps it open."""
 
-import socket
+import select
 import threading
 import time
 
@@ -138,7 +138,7 @@ class IdleTimeoutTest(LbTestCase):
         closed_after = {}
         deadline = time.monotonic() + MAX_CLOSE + 3
         while pending and time.monotonic() < deadline:
-            ready, _, _ = harness.select.select([r[1] for r in pending.values()], [], [], 0.05)
+            ready, _, _ = select.select([r[1] for r in pending.values()], [], [], 0.05)
             now = time.monotonic()
             for k, (_, s, last) in list(pending.items()):
                 if s in ready:

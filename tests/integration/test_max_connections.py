@@ -2,7 +2,7 @@
 the cap lb stops accepting (new clients wait in the kernel backlog, connected
 but unserved) and resumes when a connection closes."""
 
-import socket
+import select
 
 import harness
 from harness import LbTestCase, wait_for
@@ -31,7 +31,7 @@ class MaxConnectionsTest(LbTestCase):
 
     def _assert_waiting(self, socks, backend, accepted):
         """Every socket in socks stays connected but unserved for QUIET s."""
-        readable = harness.select.select(socks, [], [], QUIET)[0]
+        readable = select.select(socks, [], [], QUIET)[0]
         for s in readable:
             try:
                 d = s.recv(100)
@@ -63,7 +63,7 @@ class MaxConnectionsTest(LbTestCase):
         # One held connection closes: exactly one waiting client gets in.
         held[0].close()
         ready = harness.wait_for(
-            lambda: harness.select.select([w4, w5], [], [], 0.05)[0], 10,
+            lambda: select.select([w4, w5], [], [], 0.05)[0], 10,
             "a waiting client to be served after a connection closed")
         self.assertEqual(len(ready), 1, "both waiting clients got in with one free slot")
         first = ready[0]

@@ -1,0 +1,96 @@
+"""The log: one key=value line per event on stderr, with a UTC millisecond
+timestamp, quoted values where needed, and log_level filtering."""
+
+import datetime
+import re
+
+import harness
+from harness import LbTestCase, request, wait_for
+
+LINE = re.compile(
+    r'^ts=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z '
+    r'level=(debug|info|warn|error) '
+    r'event=[a-z][a-z0-9_]*'
+    r'( [a-z][a-z0-9_]*=("(?:[^"\\]|\\.)*"|[^"\s]+))*$')
+
+
+class LoggingTest(LbTestCase):
+
+    def _traffic(self, lb, n=6):
+        """A few connections: some hit the refused server, all succeed."""
+        for i in range(n):
+            data, how = request(lb.port)
+            self.assertEqual((data, how), (b"live\n", "eof"), f"connection {i + 1}")
+
+    def _start_quiet(self, servers, **opts):
+        """Starts lb at a log level that hides event=ready; waits until the
+        frontend accepts instead."""
+        text, port = harness.make_config(servers, **opts)
+        lb = self.start_lb(text, port=port, wait_ready=False,
+                           allowed_errors={"no_server"})
+
+        def up():
+            lb.assert_running()
+            return not harness.is_refused(port)
+        wait_for(up, harness.READY_TIMEOUT, "lb's frontend to accept connections")
+        return lb
+
+    def test_line_format(self):
+        dead, live = self.refused(), self.named("live")
+        lb = self.lb([("dead", dead), ("live", live)], log_level="debug", workers=1)
+        self._traffic(lb)
+        lb.wait_event("connect_failed")
+        lb.wait_event("session_end", count=6, server="live")
+        self.assertEqual(lb.stop(), 0)
+        lines = lb.log().splitlines()
+        self.assertTrue(lines)
+        now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        for line in lines:
+            m = LINE.match(line)
+            self.assertIsNotNone(m, f"log line not in the key=value format: {line!r}")
+            ts = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+            self.assertLess(abs((now - ts).total_seconds()), 600,
+                            f"timestamp is not the current UTC time: {line!r}")
+        ev = lb.events("connect_failed")[0]
+        self.assertIn("refused", ev["error"].lower())
+        self.assertIn('error="', [l for l in lines if "event=connect_failed" in l][0],
+                      "a value with a space must be double-quoted")
+        end = lb.events("session_end", server="live")[0]
+        self.assertTrue(end.get("client", "").startswith("127.0.0.1:"), end)
+        self.assertEqual(end.get("frontend"), "fe", end)
+        self.assertTrue(end.get("reason"), end)
+        self.assertEqual(end.get("bytes_in"), "5", end)     # "live\n" from the server
+        self.assertEqual(end.get("bytes_out"), "0", end)
+        self.assertEqual(lb.events()[-1].get("event"), "exit", "the last line is event=exit")
+
+    def test_info_hides_debug(self):
+        live = self.named("live")
+        lb = self.lb([("live", live)], log_level="info")
+        self.assertEqual(harness.fetch_name(lb.port), "live")
+        self.assertEqual(lb.stop(), 0)
+        levels = {e.get("level") for e in lb.events()}
+        self.assertNotIn("debug", levels, lb.log_tail())
+        self.assertFalse(lb.events("session_end"), "session_end is a debug event")
+
+    def test_warn_hides_info(self):
+        dead, live = self.refused(), self.named("live")
+        lb = self._start_quiet([("dead", dead), ("live", live)], log_level="warn", workers=1)
+        self._traffic(lb)
+        lb.wait_event("connect_failed", server="dead")
+        self.assertEqual(lb.stop(), 0)
+        levels = {e.get("level") for e in lb.events()}
+        self.assertLessEqual(levels, {"warn", "error"}, lb.log_tail())
+
+    def test_error_hides_warn(self):
+        dead = self.refused()
+        lb = self._start_quiet([("dead", dead)], log_level="error", retries=0)
+        data, how = request(lb.port)
+        self.assertEqual(data, b"")
+        lb.wait_event("no_server")
+        self.assertEqual(lb.stop(), 0)
+        levels = {e.get("level") for e in lb.events()}
+        self.assertEqual(levels, {"error"}, lb.log_tail())
+
+
+if __name__ == "__main__":
+    harness.main()
