@@ -81,4 +81,38 @@ uint32_t bal_server_active(const struct bal_pool *p, size_t i);
 /* A 64-bit hash of a byte string (client addresses, server names). */
 uint64_t bal_hash_bytes(const void *data, size_t len);
 
+/* ---------------------------------------------------------- health.c
+ * A server's health from consecutive probe results (rise and fall). Pure:
+ * the caller owns the struct (the daemon's main thread) and passes times in.
+ */
+enum bal_health_state {
+    BAL_HEALTH_STARTING = 0,    /* no probe finished yet; counts as up */
+    BAL_HEALTH_UP,
+    BAL_HEALTH_DOWN,
+};
+
+enum bal_health_change {
+    BAL_HEALTH_UNCHANGED = 0,
+    BAL_HEALTH_WENT_DOWN,
+    BAL_HEALTH_WENT_UP,
+};
+
+struct bal_health {
+    enum bal_health_state state;
+    uint32_t rise, fall;
+    uint32_t consecutive_successes;
+    uint32_t consecutive_failures;
+    uint64_t streak_started_ms;     /* start of the first probe of the
+                                       current run of passes or failures */
+};
+
+void bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall);
+
+/* Feeds one probe result (in the order the probes started) and returns the
+ * change it caused. The only function that moves the state. */
+enum bal_health_change bal_health_apply(struct bal_health *h, bool passed,
+                                        uint64_t probe_started_ms);
+bool bal_health_is_up(const struct bal_health *h);
+const char *bal_health_state_name(enum bal_health_state s);
+
 #endif /* BAL_H */

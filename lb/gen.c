@@ -42,7 +42,9 @@ lb_gen_pool_init(struct lb_pool *p, const struct conf_pool *cp, size_t index)
         p->servers[i].conf = &cp->servers[i];
         p->servers[i].pool = p;
         p->servers[i].index = i;
+        bal_health_init(&p->servers[i].health, cp->rise, cp->fall);
     }
+    p->in_rotation = n;
     p->bal = bal_pool_new(lb_gen_algo(cp->balance), n, weights, names);
     if (p->bal != NULL)
         rc = 0;
@@ -63,6 +65,7 @@ lb_gen_free(struct lb_gen *g)
     }
     free(g->pools);
     free(g->frontends);
+    free(g->servers_by_id);
     conf_free(g->conf);
     free(g);
 }
@@ -86,6 +89,17 @@ lb_gen_new(struct conf *conf)
     for (size_t i = 0; i < conf->npools; i++) {
         if (lb_gen_pool_init(&g->pools[i], &conf->pools[i], i) == -1)
             goto fail;
+    }
+    for (size_t i = 0; i < conf->npools; i++)
+        g->nservers += conf->pools[i].nservers;
+    g->servers_by_id = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers_by_id));
+    if (g->servers_by_id == NULL)
+        goto fail;
+    for (size_t i = 0, id = 0; i < conf->npools; i++) {
+        for (size_t k = 0; k < conf->pools[i].nservers; k++, id++) {
+            g->pools[i].servers[k].id = (uint32_t)id;
+            g->servers_by_id[id] = &g->pools[i].servers[k];
+        }
     }
     for (size_t i = 0; i < conf->nfrontends; i++) {
         g->frontends[i].conf = &conf->frontends[i];

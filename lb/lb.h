@@ -21,6 +21,9 @@
 
 #include "bal.h"
 #include "conf.h"
+#include "hc.h"
+
+struct lb_daemon;
 
 #ifndef LB_VERSION
 #define LB_VERSION "dev"
@@ -74,10 +77,28 @@ struct lb_server {
     const struct conf_server *conf;     /* name, address, weight, line */
     struct lb_pool *pool;
     size_t index;                       /* in pool->bal->servers */
+    uint32_t id;                        /* in gen->servers_by_id; health key */
+
+    /* workers write, anyone reads */
     _Atomic uint64_t total_connections;
     _Atomic uint64_t bytes_in;          /* from the server, to the client */
     _Atomic uint64_t bytes_out;         /* from the client, to the server */
     _Atomic uint64_t connect_failures;
+
+    /* main thread only: health (server.c) */
+    struct bal_health health;
+    uint64_t last_seq;                  /* newest probe applied */
+    struct lb_check_info {
+        bool is_set;
+        bool passed;
+        char detail[HC_DETAIL_MAX];
+        double duration_ms;
+        double at;                      /* unix seconds */
+    } last_check;
+    double last_change;                 /* unix seconds */
+    double last_detection_ms;           /* of the latest up/down change */
+    uint64_t checks;
+    double lag_ms_max;
 };
 
 struct lb_pool {
@@ -85,6 +106,7 @@ struct lb_pool {
     size_t index;                       /* in gen->pools */
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */
+    size_t in_rotation;                 /* main thread */
 };
 
 struct lb_frontend {
@@ -103,6 +125,8 @@ struct lb_gen {
     struct conf *conf;                  /* owned */
     struct lb_pool *pools;              /* conf->npools */
     struct lb_frontend *frontends;      /* conf->nfrontends */
+    struct lb_server **servers_by_id;   /* every server of every pool */
+    size_t nservers;
 };
 
 /* Builds a generation from a loaded config, taking ownership of conf (freed
@@ -111,6 +135,21 @@ struct lb_gen {
 struct lb_gen *lb_gen_new(struct conf *conf);
 void lb_gen_ref(struct lb_gen *g);
 void lb_gen_unref(struct lb_gen *g);
+
+/* ------------------------------------------------------------- server.c */
+
+/* Health, as the main thread sees it; figures of the whole module. */
+struct lb_health_stats {
+    uint64_t checks;
+    double lag_ms_max;
+    uint64_t detections;
+    double detection_ms_max;
+};
+
+/* Starts the health module for every server of the generation that has a
+ * check. Main thread. -1 with err set. */
+int lb_health_start(struct lb_daemon *d, char *err, size_t errlen);
+void lb_health_stop(struct lb_daemon *d);
 
 /* ------------------------------------------------------------- worker.c */
 
@@ -163,6 +202,9 @@ struct lb_daemon {
     struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
     _Atomic size_t workers_running;
     _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
+    struct hc *hc;                      /* health checks, or NULL */
+    struct event *health_ev;            /* health threads wake main */
+    struct lb_health_stats health;      /* main thread */
 };
 
 /* Creates worker w's event base and listening sockets for every frontend of

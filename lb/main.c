@@ -161,8 +161,16 @@ lb_main_run(struct lb_daemon *d, const char *path)
         if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
             signals_ok = false;
     }
-    if (started < d->nworkers || !signals_ok) {
+    if (started == d->nworkers && signals_ok &&
+        lb_health_start(d, err, sizeof(err)) == -1) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
+               lb_log_quote((char[300]){ 0 }, 300, err));
+        signals_ok = false;
+    } else if (started < d->nworkers || !signals_ok) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"cannot start worker threads or signal handlers\"");
+        signals_ok = false;
+    }
+    if (!signals_ok) {
         lb_main_on_shutdown_timeout(-1, 0, d);
         for (size_t i = 0; i < started; i++) {
             atomic_store(&d->workers[i].stop_requested, true);
@@ -175,6 +183,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
 
     event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
 
+    lb_health_stop(d);
     for (size_t i = 0; i < started; i++)
         pthread_join(d->workers[i].thread, NULL);
     if (atomic_load(&d->forced_closes) > 0)

@@ -19,7 +19,9 @@ Run one test:         ... python3 tests/integration/test_relay.py RelayTest.test
 """
 
 import atexit
+import datetime
 import hashlib
+import json
 import os
 import queue
 import random
@@ -520,6 +522,7 @@ def parse_log_line(line):
 _tmpdirs = []
 _all_lbs = []
 _current_lbs = []       # lb instances of the running test (for failure dumps)
+_all_procs = []         # helper processes (hc_backend), killed at exit
 
 
 def make_tmpdir():
@@ -763,6 +766,211 @@ class Lb:
         return vm_rss_kb(self.pid)
 
 
+# ----------------------------------------------------- health-check helpers
+
+HC_BACKEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hc_backend.py")
+
+
+class HcBackend:
+    """hc_backend.py run as its own process: many HTTP(S) ports in one
+    process, each answering in a mode switched at runtime (see that file's
+    docstring). Methods talk to its control port and fail the test on an
+    error reply. stop() ends it by pid (SIGTERM, SIGKILL after a deadline)
+    and fails when it crashed or printed a traceback."""
+
+    def __init__(self, count=1, tls_count=0, cert=None, key=None, mode="ok",
+                 timeout=READY_TIMEOUT):
+        self.dir = make_tmpdir()
+        self.stderr_path = os.path.join(self.dir, "hc_backend.stderr")
+        args = [sys.executable, HC_BACKEND, "--count", str(count), "--mode", mode]
+        if tls_count:
+            args += ["--tls-count", str(tls_count), "--cert", cert, "--key", key]
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(args, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err,
+                                         start_new_session=True)
+        _all_procs.append(self.proc)
+        self.killed = False
+        self._stopped = False
+        line = b""
+        deadline = time.monotonic() + timeout
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.proc.poll() is not None:
+                self.stop(check=False)
+                raise AssertionError(f"hc_backend did not start:\n{self.stderr()}")
+            r, _, _ = select.select([self.proc.stdout], [], [], remaining)
+            if r:
+                d = os.read(self.proc.stdout.fileno(), 4096)
+                if not d:
+                    continue
+                line += d
+        info = json.loads(line.decode())
+        self.ports = info["ports"]
+        self.tls_ports = info["tls_ports"]
+        self.control_port = info["control"]
+        self._lock = threading.Lock()
+        self._ctl = socket.create_connection((HOST, self.control_port), timeout=IO_TIMEOUT)
+        self._ctl_buf = b""
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @staticmethod
+    def addr(port):
+        return f"{HOST}:{port}"
+
+    def cmd(self, *argv, timeout=IO_TIMEOUT):
+        """Sends one control command, returns the parsed JSON reply."""
+        line = " ".join(str(a) for a in argv)
+        with self._lock:
+            self._ctl.settimeout(timeout)
+            self._ctl.sendall(line.encode() + b"\n")
+            while b"\n" not in self._ctl_buf:
+                try:
+                    d = self._ctl.recv(1 << 20)
+                except (socket.timeout, TimeoutError):
+                    raise AssertionError(f"hc_backend: no reply to {line!r} in {timeout}s")
+                if not d:
+                    raise AssertionError(f"hc_backend closed its control port on "
+                                         f"{line!r}\n{self.stderr()}")
+                self._ctl_buf += d
+            reply, self._ctl_buf = self._ctl_buf.split(b"\n", 1)
+        out = json.loads(reply.decode())
+        if not out.get("ok"):
+            raise AssertionError(f"hc_backend: {line!r} failed: {out.get('error')}")
+        return out
+
+    @staticmethod
+    def _spec(ports):
+        if isinstance(ports, (int, str)):
+            return str(ports)
+        return ",".join(str(p) for p in ports)
+
+    def mode(self, ports, mode):
+        """Switches the mode; returns the backend's wall time of the switch."""
+        return self.cmd("mode", self._spec(ports), mode)["wall"]
+
+    def crash(self, ports):
+        """Closes the listener(s): connects are refused from now on. Returns
+        the backend's wall time right after the close."""
+        return self.cmd("crash", self._spec(ports))["wall"]
+
+    def revive(self, ports):
+        return self.cmd("revive", self._spec(ports))["wall"]
+
+    def times(self, ports="all"):
+        """{port: [(mono, wall), ...]} of the health requests seen."""
+        t = self.cmd("times", self._spec(ports))["times"]
+        return {int(k): [tuple(x) for x in v] for k, v in t.items()}
+
+    def info(self, port):
+        return self.cmd("info", port)["info"]
+
+    def clear(self, ports="all"):
+        self.cmd("clear", self._spec(ports))
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, check=True):
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._ctl.close()
+        except (AttributeError, OSError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.killed = True
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if check:
+            err = self.stderr()
+            if self.killed or self.proc.returncode != 0 or "Traceback" in err:
+                raise AssertionError(f"hc_backend ended badly (status "
+                                     f"{self.proc.returncode}, killed={self.killed}):\n{err}")
+
+
+def http_via(port, timeout=IO_TIMEOUT, path="/who"):
+    """One client request through lb to an hc_backend: returns the backend
+    port that answered (from its X-Port header), or None when the
+    connection ended without an HTTP answer (closed, reset or timeout)."""
+    try:
+        s = connect(port, timeout=timeout)
+    except OSError:
+        return None
+    try:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: lb-test\r\n\r\n".encode())
+        data, how = recv_until_eof(s, timeout=timeout)
+    except OSError:
+        return None
+    finally:
+        s.close()
+    m = re.search(rb"\r\nX-Port: (\d+)\r\n", data)
+    return int(m.group(1)) if m else None
+
+
+def event_time(ev):
+    """An event's ts= as unix seconds (float; lb writes milliseconds)."""
+    ts = datetime.datetime.strptime(ev["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return ts.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def make_pools_config(pools, workers=2, log_level="info", health_threads=None,
+                      max_connections=10000, shutdown_timeout="3s", admin_port=None):
+    """Config text with several pools. pools: list of (pool_name, servers,
+    keys) where servers is a list of (name, target) and keys a dict of pool
+    keys (check, check_interval, rise, ...). Unless keys says
+    frontend=False, each pool gets a frontend fe_<pool> on a free port.
+    The removal keys that are not under test are neutralized: min_servers =
+    0 (no guard keeps a failing server in) and observe_errors = 0 (only the
+    checks take servers out). Returns (text, {pool_name: frontend_port})."""
+    admin_port = admin_port or free_port()
+    lines = ["[global]", f"workers = {workers}",
+             f"max_connections = {max_connections}", f"log_level = {log_level}",
+             f"shutdown_timeout = {shutdown_timeout}", ""]
+    if health_threads is not None:
+        lines += ["[health]", f"threads = {health_threads}", ""]
+    lines += ["[admin]", f"listen = {HOST}:{admin_port}", ""]
+    fports = {}
+    for name, servers, keys in pools:
+        keys = dict(keys)
+        if keys.pop("frontend", True):
+            fports[name] = free_port()
+            lines += [f"[frontend fe_{name}]", f"listen = {HOST}:{fports[name]}",
+                      f"pool = {name}", ""]
+    for name, servers, keys in pools:
+        keys = dict(keys)
+        keys.pop("frontend", None)
+        merged = {"connect_timeout": "1s", "retries": 2, "min_servers": 0,
+                  "observe_errors": 0}
+        merged.update(keys)
+        lines.append(f"[pool {name}]")
+        for s in servers:
+            weight = f" weight={s[2]}" if len(s) > 2 else ""
+            lines.append(f"server = {s[0]} {_server_addr(s[1])}{weight}")
+        for k, v in merged.items():
+            if v is not None:
+                lines.append(f"{k} = {v}")
+        lines.append("")
+    return "\n".join(lines), fports
+
+
 # ------------------------------------------------------------------ tests
 
 class LbTestCase(unittest.TestCase):
@@ -798,6 +1006,20 @@ class LbTestCase(unittest.TestCase):
 
     def blackhole(self):
         return self.backend(Blackhole())
+
+    def hc_backend(self, **kw):
+        """Starts an HcBackend (see there); stopped and checked at teardown."""
+        b = HcBackend(**kw)
+        self.addCleanup(b.stop)
+        return b
+
+    def lb_pools(self, pools, allowed_errors=(), **opts):
+        """Starts lb with make_pools_config(pools, **opts); lb.ports maps
+        each pool to its frontend port."""
+        text, ports = make_pools_config(pools, **opts)
+        lb = self.start_lb(text, allowed_errors=allowed_errors)
+        lb.ports = ports
+        return lb
 
     def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True):
         lb = Lb(config_text, port=port, allowed_errors=allowed_errors)
@@ -843,6 +1065,9 @@ def _kill_leftovers():
     for lb in _all_lbs:
         if lb.proc is not None and lb.proc.poll() is None:
             lb.proc.kill()
+    for p in _all_procs:
+        if p.poll() is None:
+            p.kill()
 
 
 def main():

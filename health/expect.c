@@ -1,0 +1,51 @@
+/*
+ * expect.c - the pure parts of an HTTP check: reading the status line and
+ * matching its code against check_expect. No I/O, unit-tested alone.
+ */
+#include <string.h>
+
+#include "hc.h"
+
+int
+hc_parse_status_line(const char *line, size_t len, int *code, char *reason,
+                     size_t reason_len)
+{
+    size_t i, r;
+
+    /* Strip the line end: "\r\n", or a bare "\n" from sloppy servers. */
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        len--;
+    /* "HTTP/1.x SP 3DIGIT [SP reason]": the version must be HTTP/1.0 or
+     * 1.1 (a check speaks HTTP/1.1 and accepts an HTTP/1.0 answer). */
+    if (len < 12 || memcmp(line, "HTTP/1.", 7) != 0 ||
+        (line[7] != '0' && line[7] != '1') || line[8] != ' ')
+        return -1;
+    for (i = 9; i < 12; i++) {
+        if (line[i] < '0' || line[i] > '9')
+            return -1;
+    }
+    if (len > 12 && line[12] != ' ')
+        return -1;
+    *code = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+    if (*code < 100)
+        return -1;
+    if (reason_len == 0)
+        return 0;
+    /* The reason is for people: keep printable ASCII only, so a hostile
+     * server cannot put control bytes into our logs. */
+    r = 0;
+    for (i = 13; i < len && r + 1 < reason_len; i++)
+        reason[r++] = (line[i] >= ' ' && line[i] < 0x7f) ? line[i] : '?';
+    reason[r] = '\0';
+    return 0;
+}
+
+bool
+hc_expect_match(const struct conf_expect *e, int code)
+{
+    for (size_t i = 0; i < e->nranges; i++) {
+        if (code >= e->ranges[i].lo && code <= e->ranges[i].hi)
+            return true;
+    }
+    return false;
+}

@@ -1,0 +1,91 @@
+/*
+ * hc.h - active health checks: TCP, HTTP and HTTPS probes run by the
+ * health module's own threads.
+ *
+ * The module knows the check specs and its own event bases, nothing else: it
+ * never touches sessions or balancer state. Each of its threads runs many
+ * non-blocking probes on one event loop (a hung server costs a timer, not a
+ * thread). Results go onto a queue the module owns; when the queue turns
+ * non-empty it calls the notify function the caller gave (from a health
+ * thread), and the caller swaps the results out with hc_take_results().
+ *
+ * Scheduling: every target is probed once at hc_start(), then every
+ * interval, each probe planned from the plan of the previous one (not its
+ * end). The second probe comes up to 10% of the interval early, at random,
+ * so that a large pool started at once does not stay in lock-step; the
+ * period is exact after that. A target never has two probes in flight: a
+ * slot that comes while the previous probe still runs is skipped.
+ */
+#ifndef HC_H
+#define HC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "conf.h"
+
+#define HC_DETAIL_MAX 160
+
+/* What to probe; hc_add copies it (strings included). */
+struct hc_spec {
+    uint32_t id;                    /* the caller's key, echoed in results */
+    enum conf_check kind;           /* TCP, HTTP or HTTPS */
+    struct sockaddr_storage addr;   /* with check_port already applied */
+    socklen_t addr_len;
+    const char *host;               /* Host header and TLS SNI */
+    const char *path;               /* HTTP(S) request path */
+    struct conf_expect expect;      /* accepted status codes */
+    uint64_t interval_ms;
+    uint64_t timeout_ms;            /* connect + request + status line */
+    bool verify;                    /* HTTPS: verify the certificate */
+    const char *ca;                 /* HTTPS: CA file, "" = system default */
+};
+
+struct hc_result {
+    uint32_t id;
+    uint64_t seq;                   /* per target, rising with probe start */
+    bool passed;
+    char detail[HC_DETAIL_MAX];     /* "HTTP 500 Internal Server Error",
+                                       "connect: connection refused", ... */
+    double duration_ms;
+    double lag_ms;                  /* start against plan */
+    uint64_t started_mono_ms;       /* CLOCK_MONOTONIC */
+    double started_at;              /* unix seconds */
+};
+
+typedef void (*hc_notify_pt)(void *arg);
+
+struct hc;
+
+/* A module with `threads` threads (not started). notify is called from a
+ * health thread each time the result queue turns non-empty. NULL with err
+ * set on failure. Main thread. */
+struct hc *hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg,
+                  char *err, size_t errlen);
+
+/* Adds a target, before hc_start. -1 with err set (bad CA file, memory). */
+int hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen);
+
+/* Starts the threads; every target is probed at once. -1 on failure. */
+int hc_start(struct hc *hc);
+
+/* Moves the results gathered since the last call into *out (the caller
+ * frees it with free()) and returns how many; 0 and NULL when none. Results
+ * of one target come in the order their probes started. Any thread. */
+size_t hc_take_results(struct hc *hc, struct hc_result **out);
+
+/* Stops and joins the threads (probes in flight are dropped); frees all. */
+void hc_free(struct hc *hc);
+
+/* Parses an HTTP status line ("HTTP/1.1 200 OK"): the code into *code and
+ * the reason into reason (may be empty). -1 when the line is malformed.
+ * Pure; exposed for the unit tests. */
+int hc_parse_status_line(const char *line, size_t len, int *code,
+                         char *reason, size_t reason_len);
+
+/* True when code is in one of the ranges. Pure. */
+bool hc_expect_match(const struct conf_expect *e, int code);
+
+#endif /* HC_H */

@@ -1,0 +1,370 @@
+/*
+ * hc_pool.c - the health module: its threads, the schedule of every target,
+ * and the queue that hands results to the main thread.
+ *
+ * Targets are spread round robin over the threads when added; from
+ * hc_start on, a target belongs to its thread alone. The only state shared
+ * between threads is the result queue (a mutex-protected array swapped out
+ * whole by hc_take_results) and the notify callback.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <openssl/err.h>
+
+#include "hc_int.h"
+
+/* SSL contexts are shared by the targets with the same verify settings:
+ * building one per server would cost a CA load each for 10,000 servers. */
+struct hc_tls {
+    struct hc_tls *next;
+    bool verify;
+    char *ca;
+    SSL_CTX *ctx;
+};
+
+struct hc {
+    struct hc_thread *threads;
+    unsigned nthreads;
+    unsigned next_thread;           /* round robin for hc_add */
+    bool is_started;
+    struct hc_tls *tls;             /* main thread, before start */
+    hc_notify_pt notify;
+    void *notify_arg;
+
+    pthread_mutex_t lock;           /* guards the queue below */
+    struct hc_result *queue;
+    size_t nqueue, capqueue;
+};
+
+static void hc_target_on_timer(evutil_socket_t fd, short what, void *arg);
+
+uint64_t
+hc_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct hc *
+hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
+       size_t errlen)
+{
+    struct hc *hc = calloc(1, sizeof(*hc));
+
+    if (hc == NULL || threads == 0) {
+        free(hc);
+        snprintf(err, errlen, threads == 0 ? "no health threads" : "out of memory");
+        return NULL;
+    }
+    hc->nthreads = threads;
+    hc->notify = notify;
+    hc->notify_arg = notify_arg;
+    pthread_mutex_init(&hc->lock, NULL);
+    hc->threads = calloc(threads, sizeof(*hc->threads));
+    if (hc->threads == NULL) {
+        snprintf(err, errlen, "out of memory");
+        hc_free(hc);
+        return NULL;
+    }
+    for (unsigned i = 0; i < threads; i++) {
+        hc->threads[i].hc = hc;
+        hc->threads[i].base = event_base_new();
+        if (hc->threads[i].base == NULL) {
+            snprintf(err, errlen, "event_base_new failed");
+            hc_free(hc);
+            return NULL;
+        }
+    }
+    return hc;
+}
+
+static SSL_CTX *
+hc_tls_get(struct hc *hc, bool verify, const char *ca, char *err, size_t errlen)
+{
+    struct hc_tls *t;
+    SSL_CTX *ctx;
+
+    for (t = hc->tls; t != NULL; t = t->next) {
+        if (t->verify == verify && strcmp(t->ca, ca) == 0)
+            return t->ctx;
+    }
+    ctx = SSL_CTX_new(TLS_client_method());
+    t = calloc(1, sizeof(*t));
+    if (ctx == NULL || t == NULL || (t->ca = strdup(ca)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (verify) {
+        int ok = ca[0] != '\0' ? SSL_CTX_load_verify_locations(ctx, ca, NULL)
+                               : SSL_CTX_set_default_verify_paths(ctx);
+        if (ok != 1) {
+            unsigned long e = ERR_get_error();
+            ERR_clear_error();
+            snprintf(err, errlen, "check_ca %s: cannot load: %s", ca[0] ? ca : "(system default)",
+                     ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "unknown error");
+            goto fail;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    } else {
+        /* Off by default, as in haproxy's "check-ssl verify none" use:
+         * most backends serve self-signed certificates. */
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    t->verify = verify;
+    t->ctx = ctx;
+    t->next = hc->tls;
+    hc->tls = t;
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    if (t != NULL)
+        free(t->ca);
+    free(t);
+    return NULL;
+}
+
+/* sni: the host without its port, empty for an IP literal (RFC 6066 does
+ * not allow addresses in SNI). */
+static void
+hc_target_sni(struct hc_target *tg)
+{
+    const char *h = tg->spec.host;
+    unsigned char tmp[sizeof(struct in6_addr)];
+    size_t len;
+
+    if (h[0] == '[') {                      /* [v6]:port */
+        tg->sni[0] = '\0';
+        return;
+    }
+    len = strcspn(h, ":");
+    if (len >= sizeof(tg->sni))
+        len = sizeof(tg->sni) - 1;
+    memcpy(tg->sni, h, len);
+    tg->sni[len] = '\0';
+    if (inet_pton(AF_INET, tg->sni, tmp) == 1)
+        tg->sni[0] = '\0';
+}
+
+static void
+hc_target_free(struct hc_target *tg)
+{
+    if (tg == NULL)
+        return;
+    if (tg->probe != NULL)
+        hc_probe_cancel(tg->probe);
+    if (tg->timer != NULL)
+        event_free(tg->timer);
+    free((char *)tg->spec.host);
+    free((char *)tg->spec.path);
+    free((char *)tg->spec.ca);
+    free(tg);
+}
+
+int
+hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
+{
+    struct hc_thread *th = &hc->threads[hc->next_thread];
+    struct hc_target *tg = calloc(1, sizeof(*tg));
+    int n;
+
+    if (tg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    tg->thread = th;
+    tg->spec = *spec;
+    tg->spec.host = strdup(spec->host);
+    tg->spec.path = strdup(spec->path);
+    tg->spec.ca = strdup(spec->ca);
+    tg->timer = evtimer_new(th->base, hc_target_on_timer, tg);
+    if (tg->spec.host == NULL || tg->spec.path == NULL || tg->spec.ca == NULL ||
+        tg->timer == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    hc_target_sni(tg);
+    n = snprintf(tg->request, sizeof(tg->request),
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                 "User-Agent: lb-health\r\nAccept: */*\r\n\r\n",
+                 tg->spec.path, tg->spec.host);
+    if (n < 0 || (size_t)n >= sizeof(tg->request)) {
+        snprintf(err, errlen, "check request too long");
+        goto fail;
+    }
+    tg->request_len = (size_t)n;
+    if (spec->kind == CONF_CHECK_HTTPS) {
+        tg->ssl_ctx = hc_tls_get(hc, spec->verify, spec->ca, err, errlen);
+        if (tg->ssl_ctx == NULL)
+            goto fail;
+    }
+    if (th->ntargets == th->cap) {
+        size_t cap = th->cap ? th->cap * 2 : 16;
+        struct hc_target **t = realloc(th->targets, cap * sizeof(*t));
+        if (t == NULL) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        th->targets = t;
+        th->cap = cap;
+    }
+    th->targets[th->ntargets++] = tg;
+    hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
+    return 0;
+fail:
+    hc_target_free(tg);
+    return -1;
+}
+
+/* ------------------------------------------------------------ scheduling */
+
+static void
+hc_target_arm(struct hc_target *tg, uint64_t now)
+{
+    uint64_t delay = tg->planned_ms > now ? tg->planned_ms - now : 0;
+    struct timeval tv = { .tv_sec = (time_t)(delay / 1000),
+                          .tv_usec = (suseconds_t)(delay % 1000) * 1000 };
+
+    evtimer_add(tg->timer, &tv);
+}
+
+static void
+hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_target *tg = arg;
+    uint64_t interval = tg->spec.interval_ms;
+    uint64_t now = hc_now_ms();
+    double lag = now > tg->planned_ms ? (double)(now - tg->planned_ms) : 0.0;
+
+    if (tg->probe == NULL)
+        hc_probe_start(tg, lag);
+    else
+        tg->skipped++;              /* never two probes of one server */
+
+    /* The plan moves by whole intervals from the previous plan, so a slow
+     * loop or a slow probe does not stretch the period. The first period is
+     * shortened by up to 10% at random: servers started together drift
+     * apart once and then keep their phase. */
+    if (tg->seq <= 1 && interval >= 10)
+        tg->planned_ms += interval - (uint64_t)rand() % (interval / 10);
+    else
+        tg->planned_ms += interval;
+    if (tg->planned_ms <= now)      /* fell behind by more than a period */
+        tg->planned_ms += ((now - tg->planned_ms) / interval + 1) * interval;
+    hc_target_arm(tg, now);
+}
+
+static void *
+hc_thread_main(void *arg)
+{
+    struct hc_thread *th = arg;
+
+    event_base_loop(th->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    /* OpenSSL keeps per-thread state (the error queue). */
+    OPENSSL_thread_stop();
+    return NULL;
+}
+
+int
+hc_start(struct hc *hc)
+{
+    uint64_t now = hc_now_ms();
+
+    srand((unsigned)now);
+    for (unsigned i = 0; i < hc->nthreads; i++) {
+        struct hc_thread *th = &hc->threads[i];
+
+        /* Probed at once: a fresh start learns every server's state in
+         * one round. */
+        for (size_t k = 0; k < th->ntargets; k++) {
+            th->targets[k]->planned_ms = now;
+            hc_target_arm(th->targets[k], now);
+        }
+        if (pthread_create(&th->thread, NULL, hc_thread_main, th) != 0)
+            return -1;
+        th->is_running = true;
+    }
+    hc->is_started = true;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- results */
+
+void
+hc_result_push(struct hc *hc, const struct hc_result *r)
+{
+    bool was_empty;
+
+    pthread_mutex_lock(&hc->lock);
+    if (hc->nqueue == hc->capqueue) {
+        size_t cap = hc->capqueue ? hc->capqueue * 2 : 64;
+        struct hc_result *q = realloc(hc->queue, cap * sizeof(*q));
+        if (q == NULL) {
+            /* Out of memory: drop this result; the next probe reports. */
+            pthread_mutex_unlock(&hc->lock);
+            return;
+        }
+        hc->queue = q;
+        hc->capqueue = cap;
+    }
+    was_empty = hc->nqueue == 0;
+    hc->queue[hc->nqueue++] = *r;
+    pthread_mutex_unlock(&hc->lock);
+    /* Wake the consumer only on the empty -> non-empty edge: it takes the
+     * whole queue at once. */
+    if (was_empty && hc->notify != NULL)
+        hc->notify(hc->notify_arg);
+}
+
+size_t
+hc_take_results(struct hc *hc, struct hc_result **out)
+{
+    size_t n;
+
+    pthread_mutex_lock(&hc->lock);
+    *out = hc->queue;
+    n = hc->nqueue;
+    hc->queue = NULL;
+    hc->nqueue = hc->capqueue = 0;
+    pthread_mutex_unlock(&hc->lock);
+    return n;
+}
+
+void
+hc_free(struct hc *hc)
+{
+    if (hc == NULL)
+        return;
+    for (unsigned i = 0; hc->threads != NULL && i < hc->nthreads; i++) {
+        struct hc_thread *th = &hc->threads[i];
+
+        if (th->is_running) {
+            event_base_loopbreak(th->base);     /* thread-safe: evthread */
+            pthread_join(th->thread, NULL);
+        }
+        for (size_t k = 0; k < th->ntargets; k++)
+            hc_target_free(th->targets[k]);
+        free(th->targets);
+        if (th->base != NULL)
+            event_base_free(th->base);
+    }
+    free(hc->threads);
+    while (hc->tls != NULL) {
+        struct hc_tls *t = hc->tls;
+        hc->tls = t->next;
+        SSL_CTX_free(t->ctx);
+        free(t->ca);
+        free(t);
+    }
+    free(hc->queue);
+    pthread_mutex_destroy(&hc->lock);
+    free(hc);
+}

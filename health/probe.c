@@ -1,0 +1,406 @@
+/*
+ * probe.c - one non-blocking probe: TCP connect, then for HTTP(S) an
+ * optional TLS handshake, the request, and the status line.
+ *
+ *   CONNECTING --tcp--> done (pass)
+ *       |
+ *       +--https--> TLS_HANDSHAKE --+
+ *       +--http---------------------+--> SENDING --> READING --> done
+ *
+ * Any failure or the timeout (connect + request + status line together)
+ * ends the probe with a failed result whose detail says where it stopped.
+ * A probe never blocks its thread: every wait is an event on the thread's
+ * base, so a hung server costs one socket and one timer until the timeout.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "hc_int.h"
+
+/* The longest status line read: longer is malformed (an endless line must
+ * not make the prober buffer without bound). */
+#define HC_STATUS_LINE_MAX 256
+
+enum hc_probe_state {
+    HC_PROBE_CONNECTING = 0,
+    HC_PROBE_TLS_HANDSHAKE,
+    HC_PROBE_SENDING,
+    HC_PROBE_READING,
+};
+
+static const char *const hc_probe_waiting_for[] = {
+    [HC_PROBE_CONNECTING] = "connect",
+    [HC_PROBE_TLS_HANDSHAKE] = "the TLS handshake",
+    [HC_PROBE_SENDING] = "sending the request",
+    [HC_PROBE_READING] = "the status line",
+};
+
+/* Allocated at start, freed in hc_probe_done; health thread only. */
+struct hc_probe {
+    struct hc_target *tg;
+    enum hc_probe_state state;
+    int fd;
+    SSL *ssl;
+    struct event io;
+    struct event timeout;
+    size_t sent;
+    size_t len;
+    char line[HC_STATUS_LINE_MAX];
+    uint64_t seq;
+    uint64_t started_ms;
+    double started_at;
+    double lag_ms;
+    struct timespec started_ts;
+};
+
+static void hc_probe_on_io(evutil_socket_t fd, short what, void *arg);
+static void hc_probe_step(struct hc_probe *p);
+
+static double
+hc_probe_elapsed_ms(const struct hc_probe *p)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - p->started_ts.tv_sec) * 1e3 +
+           (double)(now.tv_nsec - p->started_ts.tv_nsec) / 1e6;
+}
+
+static void
+hc_probe_free(struct hc_probe *p)
+{
+    event_del(&p->io);
+    event_del(&p->timeout);
+    if (p->ssl != NULL)
+        SSL_free(p->ssl);
+    if (p->fd >= 0)
+        close(p->fd);
+    p->tg->probe = NULL;
+    free(p);
+}
+
+/* The single exit of a probe: queue its result and free it. */
+static void
+hc_probe_done(struct hc_probe *p, bool passed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+hc_probe_done(struct hc_probe *p, bool passed, const char *fmt, ...)
+{
+    struct hc_result r = {
+        .id = p->tg->spec.id,
+        .seq = p->seq,
+        .passed = passed,
+        .duration_ms = hc_probe_elapsed_ms(p),
+        .lag_ms = p->lag_ms,
+        .started_mono_ms = p->started_ms,
+        .started_at = p->started_at,
+    };
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r.detail, sizeof(r.detail), fmt, ap);
+    va_end(ap);
+    hc_result_push(p->tg->thread->hc, &r);
+    hc_probe_free(p);
+}
+
+/* strerror in the lower case operators read in logs ("connection refused"). */
+static const char *
+hc_probe_strerror(int err, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", strerror(err));
+    buf[0] = (char)tolower((unsigned char)buf[0]);
+    return buf;
+}
+
+/* OpenSSL keeps errors in a per-thread queue: drain it into the detail so
+ * the next probe on this thread does not inherit them. */
+static const char *
+hc_probe_ssl_error(struct hc_probe *p, char *buf, size_t len)
+{
+    unsigned long e, first = 0;
+    long vr = SSL_get_verify_result(p->ssl);
+
+    while ((e = ERR_get_error()) != 0) {
+        if (first == 0)
+            first = e;
+    }
+    if (vr != X509_V_OK && p->tg->spec.verify)
+        snprintf(buf, len, "certificate verify failed: %s",
+                 X509_verify_cert_error_string(vr));
+    else if (first != 0)
+        ERR_error_string_n(first, buf, len);
+    else
+        snprintf(buf, len, "%s", errno ? strerror(errno) : "connection closed");
+    return buf;
+}
+
+static void
+hc_probe_wait(struct hc_probe *p, short what)
+{
+    event_assign(&p->io, p->tg->thread->base, p->fd, what, hc_probe_on_io, p);
+    if (event_add(&p->io, NULL) == -1)
+        hc_probe_done(p, false, "internal error: event_add failed");
+}
+
+static void
+hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_probe *p = arg;
+
+    hc_probe_done(p, false, "timeout after %llu ms waiting for %s",
+                  (unsigned long long)p->tg->spec.timeout_ms,
+                  hc_probe_waiting_for[p->state]);
+}
+
+void
+hc_probe_start(struct hc_target *tg, double lag_ms)
+{
+    const struct hc_spec *sp = &tg->spec;
+    struct hc_probe *p = calloc(1, sizeof(*p));
+    struct event_base *base = tg->thread->base;
+    struct timeval tv;
+    struct timespec wall;
+    char ebuf[96];
+
+    if (p == NULL)
+        return;     /* out of memory: this slot is lost, the next one tries */
+    p->tg = tg;
+    p->fd = -1;
+    p->seq = ++tg->seq;
+    p->lag_ms = lag_ms;
+    clock_gettime(CLOCK_MONOTONIC, &p->started_ts);
+    clock_gettime(CLOCK_REALTIME, &wall);
+    p->started_ms = (uint64_t)p->started_ts.tv_sec * 1000 +
+                    (uint64_t)p->started_ts.tv_nsec / 1000000;
+    p->started_at = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9;
+    tg->probe = p;
+    event_assign(&p->io, base, -1, 0, hc_probe_on_io, p);
+    evtimer_assign(&p->timeout, base, hc_probe_on_timeout, p);
+    tv.tv_sec = (time_t)(sp->timeout_ms / 1000);
+    tv.tv_usec = (suseconds_t)(sp->timeout_ms % 1000) * 1000;
+    if (evtimer_add(&p->timeout, &tv) == -1) {
+        hc_probe_done(p, false, "internal error: event_add failed");
+        return;
+    }
+
+    p->fd = socket(sp->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->fd < 0) {
+        hc_probe_done(p, false, "socket: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+        return;
+    }
+    if (connect(p->fd, (const struct sockaddr *)&sp->addr, sp->addr_len) == 0) {
+        hc_probe_step(p);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        hc_probe_done(p, false, "connect: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+        return;
+    }
+    hc_probe_wait(p, EV_WRITE);
+}
+
+void
+hc_probe_cancel(struct hc_probe *p)
+{
+    hc_probe_free(p);
+}
+
+static void
+hc_probe_on_io(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_probe *p = arg;
+    char ebuf[96];
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (p->state == HC_PROBE_CONNECTING) {
+        /* The outcome of a non-blocking connect is in SO_ERROR once the
+         * socket turns writable. */
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+            err = errno;
+        if (err != 0) {
+            hc_probe_done(p, false, "connect: %s", hc_probe_strerror(err, ebuf, sizeof(ebuf)));
+            return;
+        }
+    }
+    hc_probe_step(p);
+}
+
+/* Sets up TLS on the connected socket. -1 when it cannot (then done). */
+static int
+hc_probe_tls_begin(struct hc_probe *p)
+{
+    struct hc_target *tg = p->tg;
+    char ebuf[160];
+
+    p->ssl = SSL_new(tg->ssl_ctx);
+    if (p->ssl == NULL || SSL_set_fd(p->ssl, p->fd) != 1) {
+        hc_probe_done(p, false, "TLS setup failed: %s", hc_probe_ssl_error(p, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    if (tg->sni[0] != '\0')
+        SSL_set_tlsext_host_name(p->ssl, tg->sni);
+    if (tg->spec.verify && tg->sni[0] != '\0')
+        SSL_set1_host(p->ssl, tg->sni);     /* the name must match, too */
+    SSL_set_connect_state(p->ssl);
+    return 0;
+}
+
+/* TLS I/O result -> wait, or fail. Returns 1 to wait, -1 when done. */
+static int
+hc_probe_tls_want(struct hc_probe *p, int rc, const char *what)
+{
+    char ebuf[160];
+
+    switch (SSL_get_error(p->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        hc_probe_wait(p, EV_READ);
+        return 1;
+    case SSL_ERROR_WANT_WRITE:
+        hc_probe_wait(p, EV_WRITE);
+        return 1;
+    case SSL_ERROR_ZERO_RETURN:
+        hc_probe_done(p, false, "%s: connection closed", what);
+        return -1;
+    default:
+        hc_probe_done(p, false, "%s: %s", what, hc_probe_ssl_error(p, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+}
+
+/* Reads until the status line is complete or the socket has nothing more.
+ * The loop matters for TLS: a record may hold more than one read's worth,
+ * and OpenSSL's buffer would not wake the fd again. */
+static void
+hc_probe_read_status(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+    char reason[64], ebuf[96];
+    char *nl = NULL;
+    ssize_t n;
+    int code;
+
+    while (nl == NULL) {
+        if (p->len == sizeof(p->line) - 1) {
+            hc_probe_done(p, false, "malformed status line: no line end in %zu bytes", p->len);
+            return;
+        }
+        if (p->ssl != NULL) {
+            ERR_clear_error();
+            n = SSL_read(p->ssl, p->line + p->len, (int)(sizeof(p->line) - 1 - p->len));
+            if (n <= 0 && SSL_get_error(p->ssl, (int)n) != SSL_ERROR_ZERO_RETURN) {
+                hc_probe_tls_want(p, (int)n, "TLS read");
+                return;
+            }
+        } else {
+            n = recv(p->fd, p->line + p->len, sizeof(p->line) - 1 - p->len, 0);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                    hc_probe_wait(p, EV_READ);
+                    return;
+                }
+                hc_probe_done(p, false, "recv: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+                return;
+            }
+        }
+        if (n <= 0) {
+            hc_probe_done(p, false, "connection closed before the status line");
+            return;
+        }
+        nl = memchr(p->line + p->len, '\n', (size_t)n);
+        p->len += (size_t)n;
+        p->line[p->len] = '\0';
+    }
+    if (hc_parse_status_line(p->line, (size_t)(nl - p->line + 1), &code, reason,
+                             sizeof(reason)) == -1) {
+        hc_probe_done(p, false, "malformed status line");
+        return;
+    }
+    /* The detail is the status as the server said it; passed tells whether
+     * check_expect accepts it. */
+    hc_probe_done(p, hc_expect_match(&sp->expect, code), "HTTP %d%s%s", code,
+                  reason[0] ? " " : "", reason);
+}
+
+/* Moves the probe on from its current state as far as the socket allows. */
+static void
+hc_probe_step(struct hc_probe *p)
+{
+    struct hc_target *tg = p->tg;
+    char ebuf[96];
+    ssize_t n;
+    int rc;
+
+    switch (p->state) {
+    case HC_PROBE_CONNECTING:
+        if (tg->spec.kind == CONF_CHECK_TCP) {
+            hc_probe_done(p, true, "connected");
+            return;
+        }
+        if (tg->spec.kind == CONF_CHECK_HTTPS) {
+            if (hc_probe_tls_begin(p) == -1)
+                return;
+            p->state = HC_PROBE_TLS_HANDSHAKE;
+        } else {
+            p->state = HC_PROBE_SENDING;
+        }
+        hc_probe_step(p);
+        return;
+
+    case HC_PROBE_TLS_HANDSHAKE:
+        ERR_clear_error();
+        rc = SSL_do_handshake(p->ssl);
+        if (rc != 1) {
+            hc_probe_tls_want(p, rc, "TLS handshake failed");
+            return;
+        }
+        p->state = HC_PROBE_SENDING;
+        hc_probe_step(p);
+        return;
+
+    case HC_PROBE_SENDING:
+        while (p->sent < tg->request_len) {
+            if (p->ssl != NULL) {
+                ERR_clear_error();
+                rc = SSL_write(p->ssl, tg->request + p->sent, (int)(tg->request_len - p->sent));
+                if (rc <= 0) {
+                    hc_probe_tls_want(p, rc, "TLS write");
+                    return;
+                }
+                n = rc;
+            } else {
+                n = send(p->fd, tg->request + p->sent, tg->request_len - p->sent, MSG_NOSIGNAL);
+                if (n < 0) {
+                    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                        hc_probe_wait(p, EV_WRITE);
+                        return;
+                    }
+                    hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+                    return;
+                }
+            }
+            p->sent += (size_t)n;
+        }
+        p->state = HC_PROBE_READING;
+        hc_probe_read_status(p);
+        return;
+
+    case HC_PROBE_READING:
+        hc_probe_read_status(p);
+        return;
+    }
+}

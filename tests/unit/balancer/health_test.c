@@ -1,0 +1,113 @@
+/* Tests balancer/health.c: rise and fall counts, the first probe, flapping. */
+#include "bal.h"
+#include "check.h"
+
+static enum bal_health_change
+feed(struct bal_health *h, const char *results, uint64_t *t)
+{
+    enum bal_health_change last = BAL_HEALTH_UNCHANGED;
+
+    for (const char *p = results; *p; p++) {
+        enum bal_health_change c = bal_health_apply(h, *p == '+', (*t)++);
+        if (c != BAL_HEALTH_UNCHANGED)
+            last = c;
+    }
+    return last;
+}
+
+static void
+test_first_probe(void)
+{
+    struct bal_health h;
+    uint64_t t = 0;
+
+    bal_health_init(&h, 2, 3);
+    CHECK(bal_health_is_up(&h));                      /* starting serves */
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_WENT_DOWN);
+    CHECK(!bal_health_is_up(&h));
+
+    bal_health_init(&h, 2, 3);
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_UP);
+}
+
+static void
+test_exact_fall(void)
+{
+    struct bal_health h;
+    uint64_t t = 0;
+
+    bal_health_init(&h, 2, 3);
+    feed(&h, "+", &t);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_UNCHANGED);
+    CHECK(bal_health_is_up(&h));
+    CHECK_EQ_INT(h.consecutive_failures, 2);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_WENT_DOWN);
+    CHECK(!bal_health_is_up(&h));
+    CHECK_EQ_INT(h.consecutive_failures, 3);
+    CHECK_EQ_INT(h.consecutive_successes, 0);
+    /* the streak began with the first failure, at t = 1 */
+    CHECK_EQ_INT(h.streak_started_ms, 1);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_UNCHANGED);
+}
+
+static void
+test_exact_rise(void)
+{
+    struct bal_health h;
+    uint64_t t = 0;
+
+    bal_health_init(&h, 3, 1);
+    feed(&h, "-", &t);
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_UNCHANGED);
+    CHECK(!bal_health_is_up(&h));
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_WENT_UP);
+    CHECK(bal_health_is_up(&h));
+    CHECK_EQ_INT(h.consecutive_successes, 3);
+    CHECK_EQ_INT(h.streak_started_ms, 1);
+}
+
+static void
+test_flapping(void)
+{
+    struct bal_health h;
+    uint64_t t = 0;
+
+    /* Alternating results never reach fall = 2 or rise = 2. */
+    bal_health_init(&h, 2, 2);
+    CHECK_EQ_INT(feed(&h, "+-+-+-+-+-+-", &t), BAL_HEALTH_UNCHANGED);
+    CHECK(bal_health_is_up(&h));
+
+    feed(&h, "--", &t);
+    CHECK(!bal_health_is_up(&h));
+    CHECK_EQ_INT(feed(&h, "+-+-+-+-+-", &t), BAL_HEALTH_UNCHANGED);
+    CHECK(!bal_health_is_up(&h));
+
+    /* rise = fall = 1 follows every result. */
+    bal_health_init(&h, 1, 1);
+    feed(&h, "+", &t);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_WENT_DOWN);
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_WENT_UP);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_WENT_DOWN);
+}
+
+static void
+test_names(void)
+{
+    CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_STARTING), "starting");
+    CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_UP), "up");
+    CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_DOWN), "down");
+}
+
+int
+main(void)
+{
+    test_first_probe();
+    test_exact_fall();
+    test_exact_rise();
+    test_flapping();
+    test_names();
+    return CHECK_DONE();
+}
