@@ -267,6 +267,9 @@ hc_thread_main(void *arg)
 {
     struct hc_thread *th = arg;
 
+    /* Named so that top, perf and /proc/PID/task show the health threads'
+     * own CPU use apart from the workers'. */
+    pthread_setname_np(pthread_self(), "lb-health");
     event_base_loop(th->base, EVLOOP_NO_EXIT_ON_EMPTY);
     /* OpenSSL keeps per-thread state (the error queue). */
     OPENSSL_thread_stop();

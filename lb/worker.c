@@ -185,6 +185,7 @@ lb_worker_main(void *arg)
     struct lb_worker *w = arg;
     struct lb_daemon *d = w->daemon;
 
+    pthread_setname_np(pthread_self(), "lb-worker");
     /* NO_EXIT_ON_EMPTY: a worker whose listeners are paused at the cap and
      * that has no session left must still wait for the resume. */
     event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
