@@ -141,6 +141,8 @@ hc_probe_ssl_error(struct hc_probe *p, char *buf, size_t len)
     if (vr != X509_V_OK && p->tg->spec.verify)
         snprintf(buf, len, "certificate verify failed: %s",
                  X509_verify_cert_error_string(vr));
+    else if (first != 0 && ERR_reason_error_string(first) != NULL)
+        snprintf(buf, len, "%s", ERR_reason_error_string(first));   /* "wrong version number" */
     else if (first != 0)
         ERR_error_string_n(first, buf, len);
     else
