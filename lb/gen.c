@@ -43,6 +43,7 @@ lb_gen_pool_init(struct lb_pool *p, const struct conf_pool *cp, size_t index)
         p->servers[i].pool = p;
         p->servers[i].index = i;
         bal_health_init(&p->servers[i].health, cp->rise, cp->fall);
+        p->servers[i].is_in_rotation = true;
     }
     p->in_rotation = n;
     p->bal = bal_pool_new(lb_gen_algo(cp->balance), n, weights, names);

@@ -24,6 +24,7 @@
 #include "hc.h"
 
 struct lb_daemon;
+struct lb_admin;
 
 #ifndef LB_VERSION
 #define LB_VERSION "dev"
@@ -59,16 +60,42 @@ const char *lb_log_quote(char *buf, size_t len, const char *s);
 /* "host:port" / "[v6]:port" of a socket address, into buf. */
 const char *lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 
-/* A non-blocking listening socket with SO_REUSEADDR and SO_REUSEPORT, bound
- * to addr: one per worker and frontend, so the kernel spreads accepts over
- * the workers. Returns the fd, or -1 with a message in err. */
-int lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
-                  size_t errlen);
+/* A non-blocking listening socket with SO_REUSEADDR, bound to addr. With
+ * reuseport (frontends: one socket per worker, the kernel spreads accepts
+ * over them) also SO_REUSEPORT. Returns the fd, or -1 with err set. */
+int lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+                  char *err, size_t errlen);
 
 /* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
 uint64_t lb_net_raise_fd_limit(void);
 
 /* ---------------------------------------------------------------- gen.c */
+
+/* What an operator asked for (admin port). */
+enum lb_server_admin {
+    LB_ADMIN_NONE = 0,                  /* health checks decide */
+    LB_ADMIN_DRAIN,                     /* out; open connections finish */
+    LB_ADMIN_DISABLE,                   /* out (maintenance) */
+};
+
+/* The state the admin port reports, derived from the inputs above by
+ * lb_server_state() alone. */
+enum lb_server_state {
+    LB_SERVER_UP = 0,                   /* in rotation */
+    LB_SERVER_DRAINING,                 /* out, connections still open */
+    LB_SERVER_DOWN,                     /* out by health checks, none open */
+    LB_SERVER_DISABLED,                 /* out by an operator, none open */
+};
+
+/* Fixed-bucket histogram in milliseconds, exported in seconds. */
+#define LB_HIST_BUCKETS 15
+extern const double lb_hist_bounds_ms[LB_HIST_BUCKETS];
+struct lb_hist {
+    uint64_t buckets[LB_HIST_BUCKETS];  /* not cumulative */
+    uint64_t count;
+    double sum_ms;
+};
+void lb_hist_observe(struct lb_hist *h, double ms);
 
 /* A backend server of one generation. Counters are bumped by the workers
  * (relaxed atomics: figures, not synchronisation); active connections live in
@@ -85,7 +112,10 @@ struct lb_server {
     _Atomic uint64_t bytes_out;         /* from the client, to the server */
     _Atomic uint64_t connect_failures;
 
-    /* main thread only: health (server.c) */
+    /* main thread, under daemon->state_lock: health and operator state
+     * (server.c); the admin thread reads them under the same lock */
+    enum lb_server_admin admin;
+    bool is_in_rotation;                /* mirrors the balancer's flag */
     struct bal_health health;
     uint64_t last_seq;                  /* newest probe applied */
     struct lb_check_info {
@@ -106,7 +136,8 @@ struct lb_pool {
     size_t index;                       /* in gen->pools */
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */
-    size_t in_rotation;                 /* main thread */
+    size_t in_rotation;                 /* under daemon->state_lock */
+    struct lb_hist check_duration;      /* under daemon->state_lock */
 };
 
 struct lb_frontend {
@@ -141,15 +172,28 @@ void lb_gen_unref(struct lb_gen *g);
 /* Health, as the main thread sees it; figures of the whole module. */
 struct lb_health_stats {
     uint64_t checks;
-    double lag_ms_max;
-    uint64_t detections;
-    double detection_ms_max;
+    struct lb_hist lag;                 /* probe start against plan */
+    struct lb_hist detection_down;      /* first failure -> removal */
+    struct lb_hist detection_up;        /* first pass -> back in rotation */
 };
 
 /* Starts the health module for every server of the generation that has a
  * check. Main thread. -1 with err set. */
 int lb_health_start(struct lb_daemon *d, char *err, size_t errlen);
 void lb_health_stop(struct lb_daemon *d);
+
+/* The reported state; caller holds state_lock. */
+enum lb_server_state lb_server_state(const struct lb_server *srv);
+const char *lb_server_state_name(enum lb_server_state s);
+
+/* An operator's action; caller holds state_lock. */
+void lb_server_set_admin(struct lb_server *srv, enum lb_server_admin admin);
+
+/* -------------------------------------------------------------- admin.c */
+
+/* Binds the admin port and starts its thread. Main thread. -1 with err. */
+int lb_admin_start(struct lb_daemon *d, char *err, size_t errlen);
+void lb_admin_stop(struct lb_daemon *d);
 
 /* ------------------------------------------------------------- worker.c */
 
@@ -204,7 +248,13 @@ struct lb_daemon {
     _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
     struct hc *hc;                      /* health checks, or NULL */
     struct event *health_ev;            /* health threads wake main */
-    struct lb_health_stats health;      /* main thread */
+    /* Health verdicts (main thread) and operator actions (admin thread)
+     * change server state under this lock; the admin port reads under it.
+     * The data path never takes it: it reads the balancer's atomics. */
+    pthread_mutex_t state_lock;
+    struct lb_health_stats health;      /* under state_lock */
+    double started_at;                  /* unix seconds */
+    struct lb_admin *admin;             /* the admin port, or NULL */
 };
 
 /* Creates worker w's event base and listening sockets for every frontend of

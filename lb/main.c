@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -123,6 +124,12 @@ lb_main_run(struct lb_daemon *d, const char *path)
     int status = 1;
 
     d->limit.max = c->global.max_connections;
+    pthread_mutex_init(&d->state_lock, NULL);
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        d->started_at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    }
     d->nworkers = c->global.workers;
     d->base = event_base_new();
     d->workers = calloc(d->nworkers, sizeof(*d->workers));
@@ -162,7 +169,8 @@ lb_main_run(struct lb_daemon *d, const char *path)
             signals_ok = false;
     }
     if (started == d->nworkers && signals_ok &&
-        lb_health_start(d, err, sizeof(err)) == -1) {
+        (lb_health_start(d, err, sizeof(err)) == -1 ||
+         lb_admin_start(d, err, sizeof(err)) == -1)) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[300]){ 0 }, 300, err));
         signals_ok = false;
@@ -183,6 +191,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
 
     event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
 
+    lb_admin_stop(d);
     lb_health_stop(d);
     for (size_t i = 0; i < started; i++)
         pthread_join(d->workers[i].thread, NULL);

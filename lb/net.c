@@ -37,8 +37,8 @@ lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
 }
 
 int
-lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
-              size_t errlen)
+lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+              char *err, size_t errlen)
 {
     int one = 1;
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -52,7 +52,8 @@ lb_net_listen(const struct sockaddr *addr, socklen_t len, char *err,
      * the kernel spreads new connections over them, so workers never share
      * an accept queue or a lock. */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1) {
+        (reuseport &&
+         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)) {
         snprintf(err, errlen, "setsockopt: %s", strerror(errno));
         close(fd);
         return -1;

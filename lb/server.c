@@ -1,14 +1,15 @@
 /*
  * server.c - where health verdicts turn into rotation changes.
  *
- * Main thread only. The health module hands over raw probe results; here
+ * Main thread (and the admin thread for operator actions), always under
+ * daemon->state_lock. The health module hands over raw probe results; here
  * each one is checked against the newest result applied (a slow probe never
- * overwrites a newer one), fed to the server's rise/fall state machine
- * (balancer/health.c), and a change of verdict goes through one named step:
- * lb_server_leave_rotation() or lb_server_join_rotation(). Those flip the
- * balancer's atomic in_rotation flag, which every worker reads on its next
+ * overwrites a newer one) and fed to the server's rise/fall state machine
+ * (balancer/health.c). Health verdicts and operator actions are kept apart
+ * and meet in one named step, lb_server_update_rotation(), which flips the
+ * balancer's atomic in_rotation flag that every worker reads on its next
  * pick: no lock, no message, no wait on the data path. Draining and the
- * minimum-pool guard (later issues) hook into these two steps.
+ * minimum-pool guard (later issues) hook into that step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,38 +38,104 @@ lb_server_mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void
-lb_server_leave_rotation(struct lb_server *srv, const char *reason,
-                         double detection_ms)
-{
-    struct lb_pool *pool = srv->pool;
-    char qbuf[HC_DETAIL_MAX * 2];
+const double lb_hist_bounds_ms[LB_HIST_BUCKETS] = {
+    1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+};
 
-    bal_server_set_in_rotation(pool->bal, srv->index, false);
-    pool->in_rotation--;
-    srv->last_change = lb_server_wall_now();
-    lb_log(CONF_LOG_WARN, "server_down",
-           "pool=%s server=%s addr=%s reason=%s failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
-           pool->conf->name, srv->conf->name, srv->conf->addr.text,
-           lb_log_quote(qbuf, sizeof(qbuf), reason), srv->health.consecutive_failures,
-           pool->in_rotation, pool->conf->nservers, detection_ms);
+void
+lb_hist_observe(struct lb_hist *h, double ms)
+{
+    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
+        if (ms <= lb_hist_bounds_ms[i]) {
+            h->buckets[i]++;
+            break;
+        }
+    }
+    h->count++;         /* above the last bound: only in +Inf (= count) */
+    h->sum_ms += ms;
 }
 
+static const char *const lb_server_state_names[] = {
+    [LB_SERVER_UP] = "up",
+    [LB_SERVER_DRAINING] = "draining",
+    [LB_SERVER_DOWN] = "down",
+    [LB_SERVER_DISABLED] = "disabled",
+};
+
+const char *
+lb_server_state_name(enum lb_server_state st)
+{
+    return lb_server_state_names[st];
+}
+
+/*
+ * The reported state, from the inputs kept apart:
+ *
+ *   admin      health    in rotation   open connections -> state
+ *   none       up        yes           any              -> up
+ *   none       down      no            > 0              -> draining
+ *   none       down      no            0                -> down
+ *   drain/dis. any       no            > 0              -> draining
+ *   drain/dis. any       no            0                -> disabled
+ */
+enum lb_server_state
+lb_server_state(const struct lb_server *srv)
+{
+    bool has_conns = bal_server_active(srv->pool->bal, srv->index) > 0;
+
+    if (srv->is_in_rotation)
+        return LB_SERVER_UP;
+    if (has_conns)
+        return LB_SERVER_DRAINING;
+    return srv->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
+}
+
+/* The one step by which a server enters or leaves rotation, whatever the
+ * cause (health verdict, operator action). It flips the balancer's atomic
+ * flag, which every worker reads on its next pick. Draining and the
+ * minimum-pool guard hook in here. Caller holds state_lock. */
 static void
-lb_server_join_rotation(struct lb_server *srv, const char *reason,
-                        double detection_ms)
+lb_server_update_rotation(struct lb_server *srv, const char *event,
+                          const char *reason, double detection_ms)
 {
     struct lb_pool *pool = srv->pool;
+    bool want = srv->admin == LB_ADMIN_NONE && bal_health_is_up(&srv->health);
     char qbuf[HC_DETAIL_MAX * 2];
 
-    bal_server_set_in_rotation(pool->bal, srv->index, true);
-    pool->in_rotation++;
+    if (want == srv->is_in_rotation)
+        return;
+    srv->is_in_rotation = want;
+    bal_server_set_in_rotation(pool->bal, srv->index, want);
+    if (want)
+        pool->in_rotation++;
+    else
+        pool->in_rotation--;
     srv->last_change = lb_server_wall_now();
-    lb_log(CONF_LOG_INFO, "server_up",
-           "pool=%s server=%s addr=%s reason=%s successes=%u in_rotation=%zu/%zu detection_ms=%.0f",
+    lb_log(want ? CONF_LOG_INFO : CONF_LOG_WARN, event,
+           "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
            pool->conf->name, srv->conf->name, srv->conf->addr.text,
            lb_log_quote(qbuf, sizeof(qbuf), reason), srv->health.consecutive_successes,
-           pool->in_rotation, pool->conf->nservers, detection_ms);
+           srv->health.consecutive_failures, pool->in_rotation, pool->conf->nservers,
+           detection_ms);
+}
+
+void
+lb_server_set_admin(struct lb_server *srv, enum lb_server_admin admin)
+{
+    static const char *const events[] = {
+        [LB_ADMIN_NONE] = "server_enable",
+        [LB_ADMIN_DRAIN] = "server_drain",
+        [LB_ADMIN_DISABLE] = "server_disable",
+    };
+
+    if (srv->admin == admin)
+        return;
+    srv->admin = admin;
+    lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
+           srv->pool->conf->name, srv->conf->name,
+           bal_health_state_name(srv->health.state));
+    lb_server_update_rotation(srv, admin == LB_ADMIN_NONE ? "server_up" : "server_out",
+                              "operator", 0);
 }
 
 static void
@@ -92,8 +159,8 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     st->checks++;
     if (r->lag_ms > srv->lag_ms_max)
         srv->lag_ms_max = r->lag_ms;
-    if (r->lag_ms > st->lag_ms_max)
-        st->lag_ms_max = r->lag_ms;
+    lb_hist_observe(&st->lag, r->lag_ms);
+    lb_hist_observe(&srv->pool->check_duration, r->duration_ms);
     lb_log(CONF_LOG_DEBUG, "check",
            "pool=%s server=%s result=%s detail=%s duration_ms=%.1f lag_ms=%.1f",
            srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
@@ -106,13 +173,10 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
      * now, when the verdict takes effect. */
     detection_ms = (double)(lb_server_mono_ms() - srv->health.streak_started_ms);
     srv->last_detection_ms = detection_ms;
-    st->detections++;
-    if (detection_ms > st->detection_ms_max)
-        st->detection_ms_max = detection_ms;
-    if (change == BAL_HEALTH_WENT_DOWN)
-        lb_server_leave_rotation(srv, r->detail, detection_ms);
-    else
-        lb_server_join_rotation(srv, r->detail, detection_ms);
+    lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
+                    detection_ms);
+    lb_server_update_rotation(srv, change == BAL_HEALTH_WENT_DOWN ? "server_down" : "server_up",
+                              r->detail, detection_ms);
 }
 
 static void
@@ -123,10 +187,12 @@ lb_health_on_results(evutil_socket_t fd, short what, void *arg)
     struct hc_result *results;
     size_t n = hc_take_results(d->hc, &results);
 
+    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < n; i++) {
         if (results[i].id < g->nservers)
             lb_server_apply_check(d, g->servers_by_id[results[i].id], &results[i]);
     }
+    pthread_mutex_unlock(&d->state_lock);
     free(results);
 }
 

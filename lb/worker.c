@@ -163,7 +163,8 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
 
         l->w = w;
         l->fe = &g->frontends[i];
-        l->fd = lb_net_listen((const struct sockaddr *)&a->ss, a->len, lerr, sizeof(lerr));
+        l->fd = lb_net_listen((const struct sockaddr *)&a->ss, a->len, true, lerr,
+                              sizeof(lerr));
         if (l->fd < 0) {
             snprintf(err, errlen, "frontend %s: listen on %s: %s",
                      c->frontends[i].name, a->text, lerr);

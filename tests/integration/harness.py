@@ -931,6 +931,60 @@ def event_time(ev):
     return ts.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
+HEALTH_EVENTS = ("check", "server_down", "server_up")
+
+
+def health_history(lb, pool, server):
+    """The check, server_down and server_up events of one server, in log
+    order."""
+    return [ev for ev in lb.events()
+            if ev.get("event") in HEALTH_EVENTS
+            and ev.get("pool") == pool and ev.get("server") == server]
+
+
+def transition_streak(history, transition, n, interval):
+    """Checks that `transition` (an event from history: server_down or
+    server_up) was caused by exactly the n-th probe of a streak of
+    consecutive failed (server_down) or passed (server_up) checks, not by an
+    earlier one nor a later one. Returns None when it was, else a message.
+
+    Independent of whether lb logs a probe's check line before or after the
+    transition it causes: the streak is found in log order, then compared in
+    time. The transition must be logged within interval/3 of the n-th check
+    of the streak, and more than interval/2 after the (n-1)-th (probes of a
+    server are one interval apart)."""
+    want = "failed" if transition["event"] == "server_down" else "passed"
+    idx = next(i for i, ev in enumerate(history) if ev is transition)
+    # The streak is the run of `want` checks around the transition: walk
+    # back to the last check with the other result, then forward.
+    start = idx
+    while start > 0:
+        ev = history[start - 1]
+        if ev["event"] != "check" or ev.get("result") != want:
+            break
+        start -= 1
+    streak = []
+    for ev in history[start:]:
+        if ev is transition:
+            continue
+        if ev["event"] != "check" or ev.get("result") != want:
+            break
+        streak.append(ev)
+    if len(streak) < n:
+        return (f"{transition['event']} after a streak of {len(streak)} {want} "
+                f"checks, expected {n}")
+    t = event_time(transition)
+    tn = event_time(streak[n - 1])
+    if abs(t - tn) > interval / 3:
+        return (f"{transition['event']} at {transition['ts']} is not at the "
+                f"{n}-th {want} check ({streak[n - 1]['ts']}); streak: "
+                + ", ".join(e["ts"] for e in streak))
+    if n >= 2 and t - event_time(streak[n - 2]) < interval / 2:
+        return (f"{transition['event']} at {transition['ts']} already at the "
+                f"{n - 1}-th {want} check ({streak[n - 2]['ts']})")
+    return None
+
+
 def make_pools_config(pools, workers=2, log_level="info", health_threads=None,
                       max_connections=10000, shutdown_timeout="3s", admin_port=None):
     """Config text with several pools. pools: list of (pool_name, servers,

@@ -22,6 +22,9 @@ Modes (per port, default "ok"); the mode is read when a request's head
               (the listener stays open: a TCP connect still succeeds)
   malformed   a status line that is not HTTP, then close
   endless     "HTTP/1.1 200 " and then bytes without a newline, forever
+              (4 KB every 10 ms)
+  trickle     the same, one byte every 20 ms: a reader that waits for the
+              line end only stops on its own deadline
   close       close without answering
   reset       close with RST without answering
 A connection whose first byte cannot start an HTTP request (a TLS
@@ -63,6 +66,7 @@ HOST = "127.0.0.1"
 HEAD_LIMIT = 65536
 ENDLESS_CHUNK = b"x" * 4096
 ENDLESS_PERIOD = 0.01
+TRICKLE_PERIOD = 0.02
 KEEP_HEADS = 50
 
 
@@ -256,6 +260,10 @@ class Conn:
             self.state = "endless"
             self.send(b"HTTP/1.1 200 ")
             self.farm.later(ENDLESS_PERIOD, self.endless_tick)
+        elif mode == "trickle":
+            self.state = "endless"
+            self.trickle = b"HTTP/1.1 200 OK"
+            self.farm.later(TRICKLE_PERIOD, self.trickle_tick)
         elif mode == "close":
             self.close()
         elif mode == "reset":
@@ -270,6 +278,16 @@ class Conn:
             self.send(ENDLESS_CHUNK)
         if not self.closed:
             self.farm.later(ENDLESS_PERIOD, self.endless_tick)
+
+    def trickle_tick(self):
+        if self.closed:
+            return
+        if not self.out:
+            byte, self.trickle = (self.trickle[:1], self.trickle[1:]) if self.trickle \
+                else (b"x", b"")
+            self.send(byte)
+        if not self.closed:
+            self.farm.later(TRICKLE_PERIOD, self.trickle_tick)
 
     def respond_status(self, code):
         try:
@@ -477,7 +495,8 @@ class Farm:
             return {"ok": True}
         if cmd == "mode" and len(args) == 2:
             mode = args[1]
-            valid = (mode in ("ok", "hang", "malformed", "endless", "close", "reset")
+            valid = (mode in ("ok", "hang", "malformed", "endless", "trickle",
+                              "close", "reset")
                      or (mode.isdigit() and 100 <= int(mode) <= 599)
                      or (mode.startswith("slow:") and mode[5:].isdigit()))
             if not valid:

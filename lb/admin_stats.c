@@ -1,0 +1,334 @@
+/*
+ * admin_stats.c - what the admin port shows: /stats as JSON and /metrics in
+ * the Prometheus text format. Both are straight copies of the same figures,
+ * under the names the contract gives them.
+ *
+ * Admin thread. Server state is read under daemon->state_lock (taken here);
+ * counters the workers bump are atomics, read without a lock.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "lb.h"
+
+void lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
+void lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
+                          struct evbuffer *out);
+void lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
+
+#define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
+
+static double
+lb_stats_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A JSON string, escaped whatever it holds (RFC 8259: quote, backslash and
+ * control characters; bytes >= 0x80 pass as they are). */
+static void
+lb_json_str(struct evbuffer *out, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+
+    LB_ADD_LIT(out, "\"");
+    for (; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = { '\\', (char)*p };
+            evbuffer_add(out, e, 2);
+        } else if (*p < 0x20) {
+            char e[6] = { '\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 0xf] };
+            evbuffer_add(out, e, 6);
+        } else {
+            evbuffer_add(out, p, 1);
+        }
+    }
+    LB_ADD_LIT(out, "\"");
+}
+
+/* JSON has no NaN or infinity. */
+static void
+lb_json_num(struct evbuffer *out, double v)
+{
+    evbuffer_add_printf(out, "%.3f", isfinite(v) ? v : 0.0);
+}
+
+void
+lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
+                     struct evbuffer *out)
+{
+    const struct bal_pool *bp = srv->pool->bal;
+
+    LB_ADD_LIT(out, "{\"name\":");
+    lb_json_str(out, srv->conf->name);
+    LB_ADD_LIT(out, ",\"address\":");
+    lb_json_str(out, srv->conf->addr.text);
+    evbuffer_add_printf(out,
+        ",\"weight\":%u,\"state\":\"%s\",\"guarded\":false,\"health\":\"%s\",\"admin\":\"%s\","
+        "\"check\":\"%s\",\"active_connections\":%u,\"total_connections\":%llu,"
+        "\"bytes_in\":%llu,\"bytes_out\":%llu,\"connect_failures\":%llu,"
+        "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
+        "\"last_check\":",
+        srv->conf->weight, lb_server_state_name(lb_server_state(srv)),
+        bal_health_state_name(srv->health.state),
+        srv->admin == LB_ADMIN_NONE ? "none" : srv->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
+        conf_check_name(srv->pool->conf->check),
+        bal_server_active(bp, srv->index),
+        (unsigned long long)LB_LOAD(srv->total_connections),
+        (unsigned long long)LB_LOAD(srv->bytes_in),
+        (unsigned long long)LB_LOAD(srv->bytes_out),
+        (unsigned long long)LB_LOAD(srv->connect_failures),
+        srv->health.consecutive_successes, srv->health.consecutive_failures,
+        (unsigned long long)srv->checks);
+    if (srv->last_check.is_set) {
+        evbuffer_add_printf(out, "{\"result\":\"%s\",\"detail\":",
+                            srv->last_check.passed ? "passed" : "failed");
+        lb_json_str(out, srv->last_check.detail);
+        LB_ADD_LIT(out, ",\"duration_ms\":");
+        lb_json_num(out, srv->last_check.duration_ms);
+        LB_ADD_LIT(out, ",\"at\":");
+        lb_json_num(out, srv->last_check.at);
+        LB_ADD_LIT(out, "}");
+    } else {
+        LB_ADD_LIT(out, "null");
+    }
+    LB_ADD_LIT(out, ",\"last_change\":");
+    lb_json_num(out, srv->last_change > 0 ? srv->last_change : d->started_at);
+    LB_ADD_LIT(out, ",\"last_detection_ms\":");
+    lb_json_num(out, srv->last_detection_ms);
+    LB_ADD_LIT(out, "}");
+}
+
+void
+lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
+{
+    const struct lb_gen *g = d->gen;
+    double now = lb_stats_now();
+
+    evbuffer_add_printf(out, "{\"version\":\"%s\",\"uptime_s\":", LB_VERSION);
+    lb_json_num(out, now - d->started_at);
+    LB_ADD_LIT(out, ",\"frontends\":[");
+    for (size_t i = 0; i < g->conf->nfrontends; i++) {
+        const struct lb_frontend *fe = &g->frontends[i];
+
+        if (i)
+            LB_ADD_LIT(out, ",");
+        LB_ADD_LIT(out, "{\"name\":");
+        lb_json_str(out, fe->conf->name);
+        LB_ADD_LIT(out, ",\"listen\":");
+        lb_json_str(out, fe->conf->listen.text);
+        LB_ADD_LIT(out, ",\"pool\":");
+        lb_json_str(out, fe->conf->pool_name);
+        evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu}",
+                            (unsigned long long)LB_LOAD(fe->active_connections),
+                            (unsigned long long)LB_LOAD(fe->total_connections));
+    }
+    LB_ADD_LIT(out, "],\"pools\":[");
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        const struct lb_pool *p = &g->pools[i];
+
+        if (i)
+            LB_ADD_LIT(out, ",");
+        LB_ADD_LIT(out, "{\"name\":");
+        lb_json_str(out, p->conf->name);
+        evbuffer_add_printf(out,
+            ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
+            "\"guard_active\":false,\"servers\":[",
+            conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
+            p->conf->nservers, p->in_rotation);
+        for (size_t k = 0; k < p->conf->nservers; k++) {
+            if (k)
+                LB_ADD_LIT(out, ",");
+            lb_admin_server_json(d, &p->servers[k], out);
+        }
+        LB_ADD_LIT(out, "]}");
+    }
+    evbuffer_add_printf(out, "],\"health\":{\"checks_total\":%llu,\"detections_down\":%llu,"
+                        "\"detections_up\":%llu,\"lag_ms_mean\":",
+                        (unsigned long long)d->health.checks,
+                        (unsigned long long)d->health.detection_down.count,
+                        (unsigned long long)d->health.detection_up.count);
+    lb_json_num(out, d->health.lag.count ? d->health.lag.sum_ms / (double)d->health.lag.count : 0);
+    pthread_mutex_unlock(&d->state_lock);
+    evbuffer_add_printf(out, "},\"connections\":{\"active\":%u,\"max\":%u},"
+                        "\"reloads\":{\"ok\":0,\"failed\":0,\"last_error\":null}}\n",
+                        LB_LOAD(d->limit.active), d->limit.max);
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+/* A label value: backslash, quote and newline escaped (exposition format). */
+static void
+lb_prom_label(struct evbuffer *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            evbuffer_add_printf(out, "\\%c", *s);
+        else if (*s == '\n')
+            LB_ADD_LIT(out, "\\n");
+        else
+            evbuffer_add(out, s, 1);
+    }
+}
+
+static void
+lb_prom_head(struct evbuffer *out, const char *name, const char *type, const char *help)
+{
+    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+lb_prom_server_labels(struct evbuffer *out, const char *name, const struct lb_server *srv)
+{
+    evbuffer_add_printf(out, "%s{pool=\"", name);
+    lb_prom_label(out, srv->pool->conf->name);
+    LB_ADD_LIT(out, "\",server=\"");
+    lb_prom_label(out, srv->conf->name);
+    LB_ADD_LIT(out, "\"} ");
+}
+
+/* One histogram in seconds; labels is "" or `key="value"`. */
+static void
+lb_prom_hist(struct evbuffer *out, const char *name, const char *labels,
+             const struct lb_hist *h)
+{
+    uint64_t cum = 0;
+    const char *sep = labels[0] ? "," : "";
+
+    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
+        cum += h->buckets[i];
+        evbuffer_add_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+                            lb_hist_bounds_ms[i] / 1000.0, (unsigned long long)cum);
+    }
+    evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+                        (unsigned long long)h->count);
+    evbuffer_add_printf(out, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels,
+                        labels[0] ? "}" : "", h->sum_ms / 1000.0);
+    evbuffer_add_printf(out, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
+                        labels[0] ? "}" : "", (unsigned long long)h->count);
+}
+
+typedef void (*lb_prom_server_pt)(struct evbuffer *out, const struct lb_server *srv);
+
+static void lb_prom_up(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%d\n", lb_server_state(s) == LB_SERVER_UP); }
+static void lb_prom_active(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%u\n", bal_server_active(s->pool->bal, s->index)); }
+static void lb_prom_total(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->total_connections)); }
+static void lb_prom_bytes_in(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->bytes_in)); }
+static void lb_prom_bytes_out(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->bytes_out)); }
+static void lb_prom_failures(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->connect_failures)); }
+static void lb_prom_checks(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)s->checks); }
+static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%u\n", s->health.consecutive_failures); }
+
+/* The per-server families: one table, one loop. */
+static const struct {
+    const char *name, *type, *help;
+    lb_prom_server_pt value;
+} lb_prom_server_metrics[] = {
+    { "lb_server_up", "gauge", "1 when the server is in rotation (state up)", lb_prom_up },
+    { "lb_server_active_connections", "gauge", "Open client connections relayed to the server", lb_prom_active },
+    { "lb_server_connections_total", "counter", "Connections relayed to the server", lb_prom_total },
+    { "lb_server_bytes_in_total", "counter", "Bytes received from the server", lb_prom_bytes_in },
+    { "lb_server_bytes_out_total", "counter", "Bytes sent to the server", lb_prom_bytes_out },
+    { "lb_server_connect_failures_total", "counter", "Failed connects to the server", lb_prom_failures },
+    { "lb_server_checks_total", "counter", "Health probes completed", lb_prom_checks },
+    { "lb_server_consecutive_failures", "gauge", "Current run of failed probes", lb_prom_consec_fail },
+};
+
+void
+lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
+{
+    const struct lb_gen *g = d->gen;
+    char labels[300];
+
+    lb_prom_head(out, "lb_info", "gauge", "Version of lb");
+    evbuffer_add_printf(out, "lb_info{version=\"%s\"} 1\n", LB_VERSION);
+    lb_prom_head(out, "lb_uptime_seconds", "gauge", "Seconds since start");
+    evbuffer_add_printf(out, "lb_uptime_seconds %.3f\n", lb_stats_now() - d->started_at);
+    lb_prom_head(out, "lb_active_connections", "gauge", "Client connections open, all frontends");
+    evbuffer_add_printf(out, "lb_active_connections %u\n", LB_LOAD(d->limit.active));
+    lb_prom_head(out, "lb_max_connections", "gauge", "The max_connections cap");
+    evbuffer_add_printf(out, "lb_max_connections %u\n", d->limit.max);
+
+    lb_prom_head(out, "lb_frontend_active_connections", "gauge", "Client connections open");
+    for (size_t i = 0; i < g->conf->nfrontends; i++) {
+        LB_ADD_LIT(out, "lb_frontend_active_connections{frontend=\"");
+        lb_prom_label(out, g->frontends[i].conf->name);
+        evbuffer_add_printf(out, "\"} %llu\n",
+                            (unsigned long long)LB_LOAD(g->frontends[i].active_connections));
+    }
+    lb_prom_head(out, "lb_frontend_connections_total", "counter", "Client connections accepted");
+    for (size_t i = 0; i < g->conf->nfrontends; i++) {
+        LB_ADD_LIT(out, "lb_frontend_connections_total{frontend=\"");
+        lb_prom_label(out, g->frontends[i].conf->name);
+        evbuffer_add_printf(out, "\"} %llu\n",
+                            (unsigned long long)LB_LOAD(g->frontends[i].total_connections));
+    }
+
+    pthread_mutex_lock(&d->state_lock);
+    lb_prom_head(out, "lb_pool_servers", "gauge", "Servers configured in the pool");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        LB_ADD_LIT(out, "lb_pool_servers{pool=\"");
+        lb_prom_label(out, g->pools[i].conf->name);
+        evbuffer_add_printf(out, "\"} %zu\n", g->pools[i].conf->nservers);
+    }
+    lb_prom_head(out, "lb_pool_in_rotation", "gauge", "Servers of the pool in rotation");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        LB_ADD_LIT(out, "lb_pool_in_rotation{pool=\"");
+        lb_prom_label(out, g->pools[i].conf->name);
+        evbuffer_add_printf(out, "\"} %zu\n", g->pools[i].in_rotation);
+    }
+    for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
+        lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
+                     lb_prom_server_metrics[m].help);
+        for (size_t i = 0; i < g->nservers; i++) {
+            lb_prom_server_labels(out, lb_prom_server_metrics[m].name, g->servers_by_id[i]);
+            lb_prom_server_metrics[m].value(out, g->servers_by_id[i]);
+        }
+    }
+    lb_prom_head(out, "lb_check_duration_seconds", "histogram",
+                 "Health probe durations (connect + request + status line)");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        struct evbuffer *lb = evbuffer_new();
+        size_t n;
+
+        if (lb == NULL)
+            continue;
+        LB_ADD_LIT(lb, "pool=\"");
+        lb_prom_label(lb, g->pools[i].conf->name);
+        LB_ADD_LIT(lb, "\"");
+        n = evbuffer_remove(lb, labels, sizeof(labels) - 1);
+        labels[n] = '\0';
+        evbuffer_free(lb);
+        lb_prom_hist(out, "lb_check_duration_seconds", labels, &g->pools[i].check_duration);
+    }
+    lb_prom_head(out, "lb_check_lag_seconds", "histogram",
+                 "How late health probes started against their schedule");
+    lb_prom_hist(out, "lb_check_lag_seconds", "", &d->health.lag);
+    lb_prom_head(out, "lb_detection_seconds", "histogram",
+                 "From the first probe of a failing (or passing) streak to the change of rotation");
+    lb_prom_hist(out, "lb_detection_seconds", "direction=\"down\"", &d->health.detection_down);
+    lb_prom_hist(out, "lb_detection_seconds", "direction=\"up\"", &d->health.detection_up);
+    pthread_mutex_unlock(&d->state_lock);
+
+    lb_prom_head(out, "lb_reloads_total", "counter", "Config reloads by result");
+    LB_ADD_LIT(out, "lb_reloads_total{result=\"ok\"} 0\n"
+                    "lb_reloads_total{result=\"failed\"} 0\n");
+}
