@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs what building, running and testing lb needs on Debian 12.
-# Safe to run again: it only calls apt-get when something is missing.
+# Installs what building and running lb needs on Debian 12; with --test,
+# also what the test suite needs (openssl for test certificates, chromium for
+# the dashboard test). Safe to run again: it calls apt-get only when
+# something is missing.
 set -euo pipefail
 
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
+if [ "${1:-}" = "--test" ]; then
+    PKGS+=(openssl chromium)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

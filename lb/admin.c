@@ -200,6 +200,7 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
     if (srv != NULL) {
         lb_server_set_admin(srv, actions[i].admin);
         lb_admin_server_json(a->d, srv, b);
+        evbuffer_add(b, "\n", 1);
     }
     pthread_mutex_unlock(&a->d->state_lock);
     if (srv == NULL)
