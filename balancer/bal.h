@@ -115,4 +115,26 @@ enum bal_health_change bal_health_apply(struct bal_health *h, bool passed,
 bool bal_health_is_up(const struct bal_health *h);
 const char *bal_health_state_name(enum bal_health_state s);
 
+/* ----------------------------------------------------------- guard.c
+ * The minimum-pool guard. Pure: the caller fills one entry per server of a
+ * pool with its inputs and gets in_rotation and guarded back.
+ */
+struct bal_guard_server {
+    /* inputs */
+    bool is_healthy;            /* health checks say up */
+    bool is_admin_out;          /* an operator took it out */
+    bool was_guarded;           /* held by the previous call */
+    uint64_t down_since_ms;     /* when its failing streak began */
+    /* outputs */
+    bool in_rotation;
+    bool guarded;               /* failing, held in rotation by the floor */
+};
+
+/* The floor: min_servers as a count, or a percent of nservers rounded up;
+ * never more than nservers. */
+uint32_t bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers);
+
+/* Decides rotation for the n servers of a pool with the given floor. */
+void bal_guard_apply(struct bal_guard_server *s, size_t n, uint32_t floor);
+
 #endif /* BAL_H */

@@ -76,6 +76,11 @@ int hc_start(struct hc *hc);
  * of one target come in the order their probes started. Any thread. */
 size_t hc_take_results(struct hc *hc, struct hc_result **out);
 
+/* Asks for a probe of target id now, out of schedule (live traffic saw it
+ * fail). Ignored when a probe of it is already in flight; the schedule is
+ * unchanged. Any thread, after hc_start. */
+void hc_probe_now(struct hc *hc, uint32_t id);
+
 /* Stops and joins the threads (probes in flight are dropped); frees all. */
 void hc_free(struct hc *hc);
 

@@ -37,6 +37,12 @@ struct hc_thread {
     struct event_base *base;
     struct hc_target **targets;
     size_t ntargets, cap;
+
+    /* out-of-schedule requests from other threads (hc_probe_now) */
+    pthread_mutex_t now_lock;
+    uint32_t *now_ids;
+    size_t nnow, capnow;
+    struct event *now_ev;
 };
 
 uint64_t hc_now_ms(void);

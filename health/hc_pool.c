@@ -36,6 +36,8 @@ struct hc {
     struct hc_tls *tls;             /* main thread, before start */
     hc_notify_pt notify;
     void *notify_arg;
+    struct hc_target **by_id;       /* read-only after hc_start */
+    size_t nby_id;
 
     pthread_mutex_t lock;           /* guards the queue below */
     struct hc_result *queue;
@@ -43,6 +45,7 @@ struct hc {
 };
 
 static void hc_target_on_timer(evutil_socket_t fd, short what, void *arg);
+static void hc_thread_on_now(evutil_socket_t fd, short what, void *arg);
 
 uint64_t
 hc_now_ms(void)
@@ -76,8 +79,12 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
     }
     for (unsigned i = 0; i < threads; i++) {
         hc->threads[i].hc = hc;
+        pthread_mutex_init(&hc->threads[i].now_lock, NULL);
         hc->threads[i].base = event_base_new();
-        if (hc->threads[i].base == NULL) {
+        if (hc->threads[i].base != NULL)
+            hc->threads[i].now_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_now,
+                                              &hc->threads[i]);
+        if (hc->threads[i].base == NULL || hc->threads[i].now_ev == NULL) {
             snprintf(err, errlen, "event_base_new failed");
             hc_free(hc);
             return NULL;
@@ -216,6 +223,18 @@ hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
         th->targets = t;
         th->cap = cap;
     }
+    if (spec->id >= hc->nby_id) {
+        size_t nb = (size_t)spec->id + 1 > hc->nby_id * 2 ? (size_t)spec->id + 1 : hc->nby_id * 2;
+        struct hc_target **b = realloc(hc->by_id, nb * sizeof(*b));
+        if (b == NULL) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        memset(b + hc->nby_id, 0, (nb - hc->nby_id) * sizeof(*b));
+        hc->by_id = b;
+        hc->nby_id = nb;
+    }
+    hc->by_id[spec->id] = tg;
     th->targets[th->ntargets++] = tg;
     hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
     return 0;
@@ -260,6 +279,56 @@ hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
     if (tg->planned_ms <= now)      /* fell behind by more than a period */
         tg->planned_ms += ((now - tg->planned_ms) / interval + 1) * interval;
     hc_target_arm(tg, now);
+}
+
+void
+hc_probe_now(struct hc *hc, uint32_t id)
+{
+    struct hc_target *tg = id < hc->nby_id ? hc->by_id[id] : NULL;
+    struct hc_thread *th;
+    bool was_empty;
+
+    if (tg == NULL)
+        return;
+    th = tg->thread;
+    pthread_mutex_lock(&th->now_lock);
+    if (th->nnow == th->capnow) {
+        size_t cap = th->capnow ? th->capnow * 2 : 16;
+        uint32_t *ids = realloc(th->now_ids, cap * sizeof(*ids));
+        if (ids == NULL) {
+            pthread_mutex_unlock(&th->now_lock);
+            return;             /* the regular schedule still probes it */
+        }
+        th->now_ids = ids;
+        th->capnow = cap;
+    }
+    was_empty = th->nnow == 0;
+    th->now_ids[th->nnow++] = id;
+    pthread_mutex_unlock(&th->now_lock);
+    if (was_empty)
+        event_active(th->now_ev, EV_READ, 0);
+}
+
+static void
+hc_thread_on_now(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_thread *th = arg;
+    uint32_t *ids;
+    size_t n;
+
+    pthread_mutex_lock(&th->now_lock);
+    ids = th->now_ids;
+    n = th->nnow;
+    th->now_ids = NULL;
+    th->nnow = th->capnow = 0;
+    pthread_mutex_unlock(&th->now_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct hc_target *tg = th->hc->by_id[ids[i]];
+
+        if (tg->probe == NULL)      /* one in flight answers soon anyway */
+            hc_probe_start(tg, 0.0);
+    }
+    free(ids);
 }
 
 static void *
@@ -356,10 +425,15 @@ hc_free(struct hc *hc)
         for (size_t k = 0; k < th->ntargets; k++)
             hc_target_free(th->targets[k]);
         free(th->targets);
+        if (th->now_ev != NULL)
+            event_free(th->now_ev);
+        free(th->now_ids);
+        pthread_mutex_destroy(&th->now_lock);
         if (th->base != NULL)
             event_base_free(th->base);
     }
     free(hc->threads);
+    free(hc->by_id);
     while (hc->tls != NULL) {
         struct hc_tls *t = hc->tls;
         hc->tls = t->next;

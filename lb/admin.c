@@ -198,7 +198,7 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
     pthread_mutex_lock(&a->d->state_lock);
     srv = lb_admin_find_server(a->d, pool, server, &pool_found);
     if (srv != NULL) {
-        lb_server_set_admin(srv, actions[i].admin);
+        lb_server_set_admin(a->d, srv, actions[i].admin);
         lb_admin_server_json(a->d, srv, b);
         evbuffer_add(b, "\n", 1);
     }

@@ -73,12 +73,14 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
     LB_ADD_LIT(out, ",\"address\":");
     lb_json_str(out, srv->conf->addr.text);
     evbuffer_add_printf(out,
-        ",\"weight\":%u,\"state\":\"%s\",\"guarded\":false,\"health\":\"%s\",\"admin\":\"%s\","
+        ",\"weight\":%u,\"state\":\"%s\",\"guarded\":%s,\"health\":\"%s\",\"admin\":\"%s\","
         "\"check\":\"%s\",\"active_connections\":%u,\"total_connections\":%llu,"
         "\"bytes_in\":%llu,\"bytes_out\":%llu,\"connect_failures\":%llu,"
+        "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
         srv->conf->weight, lb_server_state_name(lb_server_state(srv)),
+        srv->is_guarded ? "true" : "false",
         bal_health_state_name(srv->health.state),
         srv->admin == LB_ADMIN_NONE ? "none" : srv->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
         conf_check_name(srv->pool->conf->check),
@@ -87,6 +89,9 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
         (unsigned long long)LB_LOAD(srv->bytes_in),
         (unsigned long long)LB_LOAD(srv->bytes_out),
         (unsigned long long)LB_LOAD(srv->connect_failures),
+        (unsigned long long)LB_LOAD(srv->drained_by_timeout),
+        LB_LOAD(srv->live_failures),
+        (unsigned long long)LB_LOAD(srv->observed_probes),
         srv->health.consecutive_successes, srv->health.consecutive_failures,
         (unsigned long long)srv->checks);
     if (srv->last_check.is_set) {
@@ -143,9 +148,12 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         lb_json_str(out, p->conf->name);
         evbuffer_add_printf(out,
             ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
-            "\"guard_active\":false,\"servers\":[",
+            "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,\"servers\":[",
             conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
-            p->conf->nservers, p->in_rotation);
+            p->conf->nservers, p->in_rotation, p->guard_active ? "true" : "false",
+            bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
+                            p->conf->nservers),
+            (unsigned long long)p->conf->drain_timeout_ms);
         for (size_t k = 0; k < p->conf->nservers; k++) {
             if (k)
                 LB_ADD_LIT(out, ",");
@@ -232,6 +240,12 @@ static void lb_prom_bytes_out(struct evbuffer *o, const struct lb_server *s)
 { evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->bytes_out)); }
 static void lb_prom_failures(struct evbuffer *o, const struct lb_server *s)
 { evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->connect_failures)); }
+static void lb_prom_drained(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->drained_by_timeout)); }
+static void lb_prom_observed(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->observed_probes)); }
+static void lb_prom_guarded(struct evbuffer *o, const struct lb_server *s)
+{ evbuffer_add_printf(o, "%d\n", s->is_guarded); }
 static void lb_prom_checks(struct evbuffer *o, const struct lb_server *s)
 { evbuffer_add_printf(o, "%llu\n", (unsigned long long)s->checks); }
 static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server *s)
@@ -248,6 +262,9 @@ static const struct {
     { "lb_server_bytes_in_total", "counter", "Bytes received from the server", lb_prom_bytes_in },
     { "lb_server_bytes_out_total", "counter", "Bytes sent to the server", lb_prom_bytes_out },
     { "lb_server_connect_failures_total", "counter", "Failed connects to the server", lb_prom_failures },
+    { "lb_server_drained_by_timeout_total", "counter", "Connections closed by drain_timeout or disable", lb_prom_drained },
+    { "lb_server_observed_probes_total", "counter", "Out-of-schedule probes asked by live connect failures", lb_prom_observed },
+    { "lb_server_guarded", "gauge", "1 when failing but held in rotation by min_servers", lb_prom_guarded },
     { "lb_server_checks_total", "counter", "Health probes completed", lb_prom_checks },
     { "lb_server_consecutive_failures", "gauge", "Current run of failed probes", lb_prom_consec_fail },
 };
@@ -288,6 +305,12 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         LB_ADD_LIT(out, "lb_pool_servers{pool=\"");
         lb_prom_label(out, g->pools[i].conf->name);
         evbuffer_add_printf(out, "\"} %zu\n", g->pools[i].conf->nservers);
+    }
+    lb_prom_head(out, "lb_pool_guard_active", "gauge", "1 when min_servers holds failing servers");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        LB_ADD_LIT(out, "lb_pool_guard_active{pool=\"");
+        lb_prom_label(out, g->pools[i].conf->name);
+        evbuffer_add_printf(out, "\"} %d\n", g->pools[i].guard_active);
     }
     lb_prom_head(out, "lb_pool_in_rotation", "gauge", "Servers of the pool in rotation");
     for (size_t i = 0; i < g->conf->npools; i++) {

@@ -34,7 +34,8 @@ lb_gen_pool_init(struct lb_pool *p, const struct conf_pool *cp, size_t index)
     p->conf = cp;
     p->index = index;
     p->servers = calloc(n ? n : 1, sizeof(*p->servers));
-    if (weights == NULL || names == NULL || p->servers == NULL)
+    p->guard_scratch = calloc(n ? n : 1, sizeof(*p->guard_scratch));
+    if (weights == NULL || names == NULL || p->servers == NULL || p->guard_scratch == NULL)
         goto out;
     for (size_t i = 0; i < n; i++) {
         weights[i] = cp->servers[i].weight;
@@ -62,6 +63,7 @@ lb_gen_free(struct lb_gen *g)
         for (size_t i = 0; i < g->conf->npools; i++) {
             bal_pool_free(g->pools[i].bal);
             free(g->pools[i].servers);
+            free(g->pools[i].guard_scratch);
         }
     }
     free(g->pools);

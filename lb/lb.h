@@ -111,11 +111,22 @@ struct lb_server {
     _Atomic uint64_t bytes_in;          /* from the server, to the client */
     _Atomic uint64_t bytes_out;         /* from the client, to the server */
     _Atomic uint64_t connect_failures;
+    _Atomic uint64_t drained_by_timeout;  /* closed by drain_timeout/disable */
+    _Atomic uint32_t live_failures;     /* consecutive failed connects of
+                                           client traffic (observe_errors) */
+    _Atomic uint64_t observed_probes;   /* out-of-schedule probes asked */
+
+    /* main writes, workers read: when this server's open connections are
+     * closed (monotonic ms; 0 = never, it is in rotation) */
+    _Atomic uint64_t drain_deadline_ms;
 
     /* main thread, under daemon->state_lock: health and operator state
      * (server.c); the admin thread reads them under the same lock */
     enum lb_server_admin admin;
     bool is_in_rotation;                /* mirrors the balancer's flag */
+    bool is_guarded;                    /* failing, held by min_servers */
+    uint64_t down_since_ms;             /* start of the streak that took
+                                           it down (guard ordering) */
     struct bal_health health;
     uint64_t last_seq;                  /* newest probe applied */
     struct lb_check_info {
@@ -137,6 +148,8 @@ struct lb_pool {
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */
     size_t in_rotation;                 /* under daemon->state_lock */
+    bool guard_active;                  /* under daemon->state_lock */
+    struct bal_guard_server *guard_scratch; /* nservers, for the guard */
     struct lb_hist check_duration;      /* under daemon->state_lock */
 };
 
@@ -187,7 +200,8 @@ enum lb_server_state lb_server_state(const struct lb_server *srv);
 const char *lb_server_state_name(enum lb_server_state s);
 
 /* An operator's action; caller holds state_lock. */
-void lb_server_set_admin(struct lb_server *srv, enum lb_server_admin admin);
+void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv,
+                         enum lb_server_admin admin);
 
 /* -------------------------------------------------------------- admin.c */
 
@@ -221,6 +235,7 @@ struct lb_worker {
     struct event_base *base;
     struct event *notify_ev;            /* other threads event_active() it */
     struct event *retry_accept_ev;      /* re-enables accepts after EMFILE */
+    struct event *drain_ev;             /* next drain deadline */
     struct lb_listener *listeners;      /* gen->conf->nfrontends */
     struct bal_cursor **cursors;        /* one per pool of gen */
     struct lb_session *sessions;        /* doubly linked, for shutdown */
@@ -297,5 +312,12 @@ void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
 
 /* Closes a session at once (shutdown_timeout). Worker thread. */
 void lb_session_abort(struct lb_session *s, const char *reason);
+
+/* For the worker's drain scan: the next session of its list, the drain
+ * deadline of the session's server (0 = none), and closing a session whose
+ * deadline passed (counted as drained by timeout). Worker thread. */
+struct lb_session *lb_session_next(const struct lb_session *s);
+uint64_t lb_session_drain_deadline(const struct lb_session *s);
+void lb_session_drain_close(struct lb_session *s);
 
 #endif /* LB_H */

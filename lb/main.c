@@ -147,15 +147,22 @@ lb_main_run(struct lb_daemon *d, const char *path)
         }
     }
 
-    /* Workers must not take the process signals: block them while the
-     * threads are created (they inherit the mask), libevent's handlers on
-     * the main base get them. */
+    /* No thread but main may take the process signals: block them while
+     * the threads are created (they inherit the mask); libevent's handlers
+     * on the main base get them. Health and admin start before the workers,
+     * which read d->hc. */
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    for (; started < d->nworkers; started++) {
+    if (lb_health_start(d, err, sizeof(err)) == -1 ||
+        lb_admin_start(d, err, sizeof(err)) == -1) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
+               lb_log_quote((char[300]){ 0 }, 300, err));
+        signals_ok = false;
+    }
+    for (; signals_ok && started < d->nworkers; started++) {
         if (lb_worker_start(&d->workers[started]) == -1)
             break;
     }
@@ -168,13 +175,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
         if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
             signals_ok = false;
     }
-    if (started == d->nworkers && signals_ok &&
-        (lb_health_start(d, err, sizeof(err)) == -1 ||
-         lb_admin_start(d, err, sizeof(err)) == -1)) {
-        lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
-               lb_log_quote((char[300]){ 0 }, 300, err));
-        signals_ok = false;
-    } else if (started < d->nworkers || !signals_ok) {
+    if (signals_ok && started < d->nworkers) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"cannot start worker threads or signal handlers\"");
         signals_ok = false;
     }
@@ -189,7 +190,8 @@ lb_main_run(struct lb_daemon *d, const char *path)
         status = 0;
     }
 
-    event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    if (started > 0)            /* ends when the last worker has exited */
+        event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
 
     lb_admin_stop(d);
     lb_health_stop(d);

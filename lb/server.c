@@ -6,10 +6,11 @@
  * each one is checked against the newest result applied (a slow probe never
  * overwrites a newer one) and fed to the server's rise/fall state machine
  * (balancer/health.c). Health verdicts and operator actions are kept apart
- * and meet in one named step, lb_server_update_rotation(), which flips the
- * balancer's atomic in_rotation flag that every worker reads on its next
- * pick: no lock, no message, no wait on the data path. Draining and the
- * minimum-pool guard (later issues) hook into that step.
+ * and meet in one step, lb_pool_update_rotation(), which runs the
+ * minimum-pool guard and moves servers in or out with lb_server_flip(): it
+ * flips the balancer's atomic in_rotation flag that every worker reads on
+ * its next pick (no lock, no message, no wait on the data path) and starts
+ * or cancels the draining of the server's open connections.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,28 +91,45 @@ lb_server_state(const struct lb_server *srv)
     return srv->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
 }
 
-/* The one step by which a server enters or leaves rotation, whatever the
- * cause (health verdict, operator action). It flips the balancer's atomic
- * flag, which every worker reads on its next pick. Draining and the
- * minimum-pool guard hook in here. Caller holds state_lock. */
+/* Wakes every worker so that it looks at its sessions' drain deadlines. */
 static void
-lb_server_update_rotation(struct lb_server *srv, const char *event,
-                          const char *reason, double detection_ms)
+lb_server_notify_workers(struct lb_daemon *d)
+{
+    for (size_t i = 0; i < d->nworkers; i++)
+        lb_worker_notify(&d->workers[i]);
+}
+
+/* Sets when the server's open connections are closed: now + timeout, or
+ * never (0) when it is back in rotation. */
+static void
+lb_server_set_drain(struct lb_daemon *d, struct lb_server *srv, uint64_t timeout_ms,
+                    bool is_draining)
+{
+    uint64_t deadline = is_draining ? lb_server_mono_ms() + timeout_ms : 0;
+
+    /* 0 is "no deadline": a deadline that lands on 0 becomes 1 */
+    atomic_store(&srv->drain_deadline_ms, is_draining && deadline == 0 ? 1 : deadline);
+    if (is_draining && bal_server_active(srv->pool->bal, srv->index) > 0)
+        lb_server_notify_workers(d);
+}
+
+/* Moves one server in or out of rotation: the single removal step. It flips
+ * the balancer's atomic flag, which every worker reads on its next pick, and
+ * starts or cancels the draining of the server's open connections. */
+static void
+lb_server_flip(struct lb_daemon *d, struct lb_server *srv, bool in,
+               const char *reason, double detection_ms)
 {
     struct lb_pool *pool = srv->pool;
-    bool want = srv->admin == LB_ADMIN_NONE && bal_health_is_up(&srv->health);
     char qbuf[HC_DETAIL_MAX * 2];
 
-    if (want == srv->is_in_rotation)
-        return;
-    srv->is_in_rotation = want;
-    bal_server_set_in_rotation(pool->bal, srv->index, want);
-    if (want)
-        pool->in_rotation++;
-    else
-        pool->in_rotation--;
+    srv->is_in_rotation = in;
+    bal_server_set_in_rotation(pool->bal, srv->index, in);
+    pool->in_rotation += in ? 1 : (size_t)-1;
     srv->last_change = lb_server_wall_now();
-    lb_log(want ? CONF_LOG_INFO : CONF_LOG_WARN, event,
+    lb_server_set_drain(d, srv, srv->admin == LB_ADMIN_DISABLE ? 0 : pool->conf->drain_timeout_ms,
+                        !in);
+    lb_log(in ? CONF_LOG_INFO : CONF_LOG_WARN, in ? "server_up" : "server_down",
            "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
            pool->conf->name, srv->conf->name, srv->conf->addr.text,
            lb_log_quote(qbuf, sizeof(qbuf), reason), srv->health.consecutive_successes,
@@ -119,13 +137,77 @@ lb_server_update_rotation(struct lb_server *srv, const char *event,
            detection_ms);
 }
 
+/* Recomputes the rotation of a whole pool from each server's inputs (health
+ * verdict, operator action) and the minimum-pool guard, and applies what
+ * changed. Every way in or out of rotation comes through here. cause is the
+ * server whose input just changed (its reason is logged); the others move
+ * only because the guard holds or releases them. Caller holds state_lock. */
+static void
+lb_pool_update_rotation(struct lb_daemon *d, struct lb_pool *pool,
+                        const struct lb_server *cause, const char *reason,
+                        double detection_ms)
+{
+    const struct conf_pool *pc = pool->conf;
+    struct bal_guard_server *gs = pool->guard_scratch;
+    uint32_t floor = bal_guard_floor(pc->min_servers.value, pc->min_servers.is_percent,
+                                     pc->nservers);
+    size_t in_after = 0;
+    bool active = false;
+
+    for (size_t i = 0; i < pc->nservers; i++) {
+        const struct lb_server *srv = &pool->servers[i];
+
+        gs[i] = (struct bal_guard_server){
+            .is_healthy = bal_health_is_up(&srv->health),
+            .is_admin_out = srv->admin != LB_ADMIN_NONE,
+            .was_guarded = srv->is_guarded,
+            .down_since_ms = srv->down_since_ms,
+        };
+    }
+    bal_guard_apply(gs, pc->nservers, floor);
+    for (size_t i = 0; i < pc->nservers; i++)
+        in_after += gs[i].in_rotation;
+
+    for (size_t i = 0; i < pc->nservers; i++) {
+        struct lb_server *srv = &pool->servers[i];
+        char why[HC_DETAIL_MAX + 64];
+
+        if (gs[i].guarded && !srv->is_guarded)
+            lb_log(CONF_LOG_WARN, "guard_hold",
+                   "pool=%s server=%s in_rotation=%zu min_servers=%u",
+                   pc->name, srv->conf->name, in_after, floor);
+        else if (!gs[i].guarded && srv->is_guarded)
+            lb_log(CONF_LOG_INFO, "guard_release", "pool=%s server=%s health=%s",
+                   pc->name, srv->conf->name, bal_health_state_name(srv->health.state));
+        srv->is_guarded = gs[i].guarded;
+        active |= gs[i].guarded;
+        if (gs[i].in_rotation == srv->is_in_rotation)
+            continue;
+        if (srv == cause) {
+            lb_server_flip(d, srv, gs[i].in_rotation, reason, detection_ms);
+        } else {
+            /* out because the guard let go: say why it was failing */
+            snprintf(why, sizeof(why), "guard released: %s",
+                     srv->last_check.is_set ? srv->last_check.detail : "failing");
+            lb_server_flip(d, srv, gs[i].in_rotation, why, 0);
+        }
+    }
+    pool->guard_active = active;
+}
+
 void
-lb_server_set_admin(struct lb_server *srv, enum lb_server_admin admin)
+lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv,
+                    enum lb_server_admin admin)
 {
     static const char *const events[] = {
         [LB_ADMIN_NONE] = "server_enable",
         [LB_ADMIN_DRAIN] = "server_drain",
         [LB_ADMIN_DISABLE] = "server_disable",
+    };
+    static const char *const reasons[] = {
+        [LB_ADMIN_NONE] = "operator: enable",
+        [LB_ADMIN_DRAIN] = "operator: drain",
+        [LB_ADMIN_DISABLE] = "operator: disable",
     };
 
     if (srv->admin == admin)
@@ -134,8 +216,11 @@ lb_server_set_admin(struct lb_server *srv, enum lb_server_admin admin)
     lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
            srv->pool->conf->name, srv->conf->name,
            bal_health_state_name(srv->health.state));
-    lb_server_update_rotation(srv, admin == LB_ADMIN_NONE ? "server_up" : "server_out",
-                              "operator", 0);
+    lb_pool_update_rotation(d, srv->pool, srv, reasons[admin], 0);
+    /* Already out (a health verdict was draining it): disable still means
+     * close its connections now. */
+    if (admin == LB_ADMIN_DISABLE && !srv->is_in_rotation)
+        lb_server_set_drain(d, srv, 0, true);
 }
 
 static void
@@ -175,8 +260,9 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     srv->last_detection_ms = detection_ms;
     lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
                     detection_ms);
-    lb_server_update_rotation(srv, change == BAL_HEALTH_WENT_DOWN ? "server_down" : "server_up",
-                              r->detail, detection_ms);
+    if (change == BAL_HEALTH_WENT_DOWN)
+        srv->down_since_ms = srv->health.streak_started_ms;
+    lb_pool_update_rotation(d, srv->pool, srv, r->detail, detection_ms);
 }
 
 static void

@@ -183,6 +183,26 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
 
 /* ------------------------------------------------------------ connecting */
 
+/* Detection from live traffic: every observe_errors consecutive failed
+ * connects to a server ask the health module for a probe now, instead of
+ * waiting for the schedule. The probe decides; live errors alone never take
+ * a server out. */
+static void
+lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
+{
+    uint32_t every = s->pool->conf->observe_errors;
+    uint32_t n;
+    struct hc *hc = s->w->daemon->hc;
+
+    n = atomic_fetch_add_explicit(&srv->live_failures, 1, memory_order_relaxed) + 1;
+    if (every == 0 || n % every != 0 || hc == NULL || s->pool->conf->check == CONF_CHECK_NONE)
+        return;
+    atomic_fetch_add_explicit(&srv->observed_probes, 1, memory_order_relaxed);
+    lb_log(CONF_LOG_INFO, "observe_probe", "pool=%s server=%s live_failures=%u",
+           s->pool->conf->name, srv->conf->name, n);
+    hc_probe_now(hc, srv->id);
+}
+
 static void
 lb_session_connect_failed(struct lb_session *s, const char *error)
 {
@@ -199,6 +219,7 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
            s->fe->conf->name, s->pool->conf->name, srv->conf->name,
            srv->conf->addr.text, s->client_text,
            lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
+    lb_session_observe_failure(s, srv);
     bal_server_conn_end(s->pool->bal, srv->index);
     s->server = NULL;
     event_del(&s->s_write);
@@ -216,6 +237,10 @@ lb_session_relay_start(struct lb_session *s)
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
     atomic_fetch_add_explicit(&s->server->total_connections, 1, memory_order_relaxed);
+    /* Read before writing: no cache-line ping-pong between workers in the
+     * common case where the count is already 0. */
+    if (atomic_load_explicit(&s->server->live_failures, memory_order_relaxed) != 0)
+        atomic_store_explicit(&s->server->live_failures, 0, memory_order_relaxed);
 
     s->up = (struct lb_half){ .s = s, .src_fd = s->cfd, .dst_fd = s->sfd,
                               .src_ev = &s->c_read, .dst_ev = &s->s_write,
@@ -477,6 +502,25 @@ void
 lb_session_abort(struct lb_session *s, const char *reason)
 {
     lb_session_finish(s, reason);
+}
+
+struct lb_session *
+lb_session_next(const struct lb_session *s)
+{
+    return s->next;
+}
+
+uint64_t
+lb_session_drain_deadline(const struct lb_session *s)
+{
+    return s->server != NULL ? atomic_load(&s->server->drain_deadline_ms) : 0;
+}
+
+void
+lb_session_drain_close(struct lb_session *s)
+{
+    atomic_fetch_add_explicit(&s->server->drained_by_timeout, 1, memory_order_relaxed);
+    lb_session_finish(s, "drained");
 }
 
 /* The single exit: every path that ends a session comes here, once. */

@@ -41,15 +41,17 @@ struct lb_listener {
 static void lb_worker_on_accept(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_notify(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg);
 
 /* ------------------------------------------------------------- the limit */
 
 static uint64_t
-lb_limit_now_ms(void)
+lb_worker_now_ms(void)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    /* The precise clock: drain deadlines are set by main with it. */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
@@ -58,7 +60,7 @@ static _Atomic uint64_t lb_limit_last_log_ms;
 static bool
 lb_limit_should_log(void)
 {
-    uint64_t now = lb_limit_now_ms();
+    uint64_t now = lb_worker_now_ms();
     uint64_t last = atomic_load_explicit(&lb_limit_last_log_ms, memory_order_relaxed);
 
     return (last == 0 || now - last >= LB_LIMIT_LOG_INTERVAL_MS) &&
@@ -141,9 +143,11 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     }
     w->notify_ev = event_new(w->base, -1, 0, lb_worker_on_notify, w);
     w->retry_accept_ev = evtimer_new(w->base, lb_worker_on_retry_accept, w);
+    w->drain_ev = evtimer_new(w->base, lb_worker_on_drain_timer, w);
     w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
     w->listeners = calloc(c->nfrontends ? c->nfrontends : 1, sizeof(*w->listeners));
-    if (w->notify_ev == NULL || w->retry_accept_ev == NULL || w->cursors == NULL ||
+    if (w->notify_ev == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
+        w->cursors == NULL ||
         w->listeners == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -247,6 +251,9 @@ lb_worker_fini(struct lb_worker *w)
         event_free(w->notify_ev);
     if (w->retry_accept_ev != NULL)
         event_free(w->retry_accept_ev);
+    if (w->drain_ev != NULL)
+        event_free(w->drain_ev);
+    w->drain_ev = NULL;
     if (w->base != NULL)
         event_base_free(w->base);
     if (w->gen != NULL)
@@ -348,6 +355,41 @@ lb_worker_session_gone(struct lb_worker *w)
         event_base_loopexit(w->base, NULL);
 }
 
+/* Closes the sessions whose server's drain deadline has passed, and arms
+ * the drain timer for the next deadline. Sessions of servers in rotation
+ * have no deadline. O(sessions): it runs when a server leaves rotation and
+ * when a deadline comes, not per connection. */
+static void
+lb_worker_drain_scan(struct lb_worker *w)
+{
+    uint64_t now = lb_worker_now_ms(), next = 0;
+    struct lb_session *s = w->sessions;
+
+    while (s != NULL) {
+        struct lb_session *following = lb_session_next(s);
+        uint64_t deadline = lb_session_drain_deadline(s);
+
+        if (deadline != 0 && deadline <= now)
+            lb_session_drain_close(s);      /* frees s */
+        else if (deadline != 0 && (next == 0 || deadline < next))
+            next = deadline;
+        s = following;
+    }
+    event_del(w->drain_ev);
+    if (next != 0) {
+        uint64_t ms = next - now;
+        struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+                              .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        event_add(w->drain_ev, &tv);
+    }
+}
+
+static void
+lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg)
+{
+    lb_worker_drain_scan(arg);
+}
+
 static void
 lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
 {
@@ -369,6 +411,7 @@ lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
         }
         atomic_fetch_add(&w->daemon->forced_closes, closed);
     }
+    lb_worker_drain_scan(w);
     if (w->is_stopping) {
         if (w->nsessions == 0)
             event_base_loopexit(w->base, NULL);
