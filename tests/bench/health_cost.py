@@ -133,6 +133,7 @@ def backend_child(port_lo, port_hi, count, out_path):
     idx_a = array.array("i")        # port index of each request
     arr_a = array.array("d")        # kernel arrival, monotonic seconds
     proc_a = array.array("d")       # when the backend handled it
+    empty_a = array.array("d")      # connections closed before any request
     pending = {}                    # fd -> (sock, idx, bytes) partial requests
     busy = 0.0
     busy_marks = array.array("d")   # (mono, cumulative busy) about every 0.5 s
@@ -197,6 +198,7 @@ def backend_child(port_lo, port_hi, count, out_path):
                         continue
                     if not data:
                         stats["empty"] += 1
+                        empty_a.append(monotonic())
                         c.close()
                     elif data.endswith(b"\r\n\r\n"):
                         finish(c, idx, data, anc, monotonic())
@@ -216,7 +218,8 @@ def backend_child(port_lo, port_hi, count, out_path):
                     with open(out_path, "wb") as f:
                         meta = dict(stats, ports=ports, busy_s=busy,
                                     rt_offset_drift_us=(off1 - off0) * 1e6,
-                                    n=len(idx_a), marks=len(busy_marks))
+                                    n=len(idx_a), marks=len(busy_marks),
+                                    empty_times=list(empty_a))
                         head = json.dumps(meta).encode()
                         f.write(struct.pack("<I", len(head)) + head)
                         f.write(idx_a.tobytes())
@@ -240,6 +243,7 @@ def backend_child(port_lo, port_hi, count, out_path):
                     continue
                 if not more:
                     stats["empty"] += 1
+                    empty_a.append(monotonic())
                     c.close()
                     continue
                 data += more
@@ -335,7 +339,7 @@ def cpu_stat():
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + v[4]
-    return sum(v[:8]), idle        # user..steal
+    return sum(v[:8]), idle, v[5] + v[6]       # user..steal, idle, irq+softirq
 
 
 def net_counters():
@@ -354,7 +358,7 @@ def net_counters():
 
 
 def sample(lb_pid, backend_pids):
-    tot, idle = cpu_stat()
+    tot, idle, irq = cpu_stat()
     return {
         "mono": time.monotonic(),
         "wall": time.time(),
@@ -364,6 +368,7 @@ def sample(lb_pid, backend_pids):
         "self": proc_ticks("/proc/self/stat"),
         "cpu_total": tot,
         "cpu_idle": idle,
+        "cpu_irq": irq,
     }
 
 
@@ -386,7 +391,7 @@ def quantiles(xs):
 
 
 TS_RE = re.compile(r"^ts=(\S+) level=(\w+) event=(\w+)")
-CHECK_RE = re.compile(r"result=(\w+) .*duration_ms=([\d.]+) lag_ms=([\d.]+)")
+CHECK_RE = re.compile(r"server=(\S+) result=(\w+) .*duration_ms=([\d.]+) lag_ms=([\d.]+)")
 
 
 def parse_ts(ts):
@@ -394,11 +399,15 @@ def parse_ts(ts):
         tzinfo=datetime.timezone.utc).timestamp()
 
 
-def parse_lb_log(path, wall0, wall1):
+def parse_lb_log(path, wall0, wall1, timeout_ms=1000.0):
+    """Times are wall clock (lb's ts); failed_at_s is seconds from the start
+    of the steady window (negative: during the warm-up)."""
     r = {"checks": 0, "checks_window": 0, "failed": 0, "server_down": 0,
          "server_up": 0, "warn_error_events": {}, "failed_samples": [],
-         "down_samples": []}
+         "down_samples": [], "failed_details": {}, "failed_at_s": {},
+         "passed_after_timeout": 0}
     lags, durs = [], []
+    starts = {}
     per_sec_lag = {}
     with open(path, errors="replace") as f:
         for line in f:
@@ -411,16 +420,25 @@ def parse_lb_log(path, wall0, wall1):
                 c = CHECK_RE.search(line)
                 if c is None:
                     continue
-                if c.group(1) != "passed":
+                t = parse_ts(m.group(1))
+                if c.group(2) != "passed":
                     r["failed"] += 1
+                    det = line[line.index("detail=") + 7:line.index(" duration_ms")]
+                    r["failed_details"][det] = r["failed_details"].get(det, 0) + 1
+                    sec = "%d" % ((t - wall0) // 1)
+                    r["failed_at_s"][sec] = r["failed_at_s"].get(sec, 0) + 1
                     if len(r["failed_samples"]) < 5:
                         r["failed_samples"].append(line.strip())
-                t = parse_ts(m.group(1))
+                dur = float(c.group(3))
+                # the probe started duration_ms before its result was logged
+                starts.setdefault(c.group(1), []).append(t - dur / 1000.0)
                 if wall0 <= t <= wall1:
                     r["checks_window"] += 1
-                    lag = float(c.group(3))
+                    lag = float(c.group(4))
                     lags.append(lag)
-                    durs.append(float(c.group(2)))
+                    durs.append(dur)
+                    if dur > timeout_ms:
+                        r["passed_after_timeout"] += c.group(2) == "passed"
                     s = int(t - wall0)
                     if lag > per_sec_lag.get(s, -1):
                         per_sec_lag[s] = lag
@@ -430,6 +448,17 @@ def parse_lb_log(path, wall0, wall1):
                     r["down_samples"].append(line.strip())
             if level in ("warn", "error") and event != "server_down":
                 r["warn_error_events"][event] = r["warn_error_events"].get(event, 0) + 1
+    # probe start to probe start per server, as lb ran them (ts has 1 ms
+    # resolution; the main thread logs a result shortly after it arrives)
+    ivs, periods = [], []
+    for ts in starts.values():
+        ts.sort()
+        w = [x for x in ts if wall0 <= x <= wall1]
+        ivs.extend((b - a) * 1000.0 for a, b in zip(w, w[1:]))
+        if len(w) >= 2:
+            periods.append((w[-1] - w[0]) * 1000.0 / (len(w) - 1))
+    r["start_interval_ms"] = quantiles(ivs)
+    r["start_period_ms"] = quantiles(periods)
     r["lag_ms"] = quantiles(lags)
     r["duration_ms"] = quantiles(durs)
     r["max_lag_per_second"] = [per_sec_lag.get(s) for s in range(int(wall1 - wall0) + 1)]
@@ -611,7 +640,9 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
     # /proc/stat counts USER_HZ ticks too; others = everything busy but us
     res["machine_cpus"] = ncpu
     res["machine_busy_pct"] = pct(busy_all, win)            # of one core
-    res["other_cpu_pct"] = max(0.0, pct(busy_all - mine, win))
+    irq = s1["cpu_irq"] - s0["cpu_irq"]        # loopback TCP runs mostly in softirq
+    res["machine_irq_pct"] = pct(irq, win)
+    res["other_cpu_pct"] = max(0.0, pct(busy_all - irq - mine, win))
     # health CPU per second, to see whether it is steady
     series = []
     for a, b in zip(samples, samples[1:]):
@@ -625,7 +656,7 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
     res["health_cpu_pct_series"] = series
 
     # ---- backend view
-    intervals, queue, arrivals = [], [], []
+    intervals, queue, arrivals, periods = [], [], [], []
     bstats = []
     window_requests = 0
     for meta, idx, arr, proc, marks in dumps:
@@ -641,6 +672,9 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
             for a, b in zip(ts, ts[1:]):
                 if a >= t0 and b <= t1:
                     intervals.append((b - a) * 1000.0)
+            w = [x for x in ts if t0 <= x <= t1]
+            if len(w) >= 2:
+                periods.append((w[-1] - w[0]) * 1000.0 / (len(w) - 1))
         ports_seen = len(by_port)
         # busy fraction of the event loop in the window
         m = list(zip(marks[0::2], marks[1::2]))
@@ -652,12 +686,18 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
                                             "errors", "max_batch", "no_stamp",
                                             "max_pending", "rt_offset_drift_us")}
                       | {"ports": len(meta["ports"]), "ports_checked": ports_seen,
+                         "empty_in_window": sum(1 for x in meta["empty_times"] if t0 <= x <= t1),
+                         "empty_after_window": sum(1 for x in meta["empty_times"] if x > t1),
                          "loop_busy_pct": busy})
     res["backend"] = bstats
     res["backend_checks_per_s"] = window_requests / win
     res["interval_ms"] = quantiles(intervals)
+    # drift: each server's mean period over the window, (last - first) /
+    # (n - 1); unlike the mean of the intervals above it is not biased by
+    # dropping the intervals cut by the window's edges
+    res["period_ms"] = quantiles(periods)
     if res["interval_ms"]:
-        res["interval_ms"]["drift_ms"] = res["interval_ms"]["mean"] - 1000.0
+        res["interval_ms"]["drift_ms"] = res["period_ms"]["mean"] - 1000.0
         res["interval_ms"]["over_1100"] = sum(1 for x in intervals if x > 1100)
         res["interval_ms"]["over_1500"] = sum(1 for x in intervals if x > 1500)
     res["backend_queue_ms"] = quantiles(queue)
@@ -707,20 +747,20 @@ def print_tables(results):
     print()
     print("| threads | log | lb other threads CPU % | probe duration_ms p50 / p99 / max | "
           "backend CPU % | backend loop busy % | backend queue ms p50 / p99 / max | "
-          "intervals >1.1 s | peak checks/s (100 ms) | lb fds (max sampled) | other CPU % | startup s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "intervals >1.1 s | peak checks/s (100 ms) | lb fds (max sampled) | softirq CPU % | other procs CPU % | startup s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         d = r["lb_log"]["duration_ms"]
         d_s = "%s / %s / %s" % (f1(d["p50"]), f1(d["p99"]), f1(d["max"])) if d else "n/a"
         q = r["backend_queue_ms"]
         q_s = "%s / %s / %s" % (f1(q["p50"]), f1(q["p99"]), f1(q["max"])) if q else "-"
-        print("| %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %d | %.0f | %.1f |" % (
+        print("| %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %d | %.0f | %.0f | %.1f |" % (
             r["threads"], r["log_level"],
             ", ".join("%s %.1f" % kv for kv in sorted(r["lb_other_threads_cpu_pct"].items())),
             d_s, ", ".join("%.0f" % x for x in r["backend_cpu_pct"]),
             ", ".join(f1(b["loop_busy_pct"]) for b in r["backend"]), q_s,
             (r["interval_ms"] or {}).get("over_1100", 0), r["peak_checks_per_s_100ms"],
-            r["lb_fd_max_sampled"], r["other_cpu_pct"], r["startup_s"]))
+            r["lb_fd_max_sampled"], r["machine_irq_pct"], r["other_cpu_pct"], r["startup_s"]))
     print()
     for r in results:
         notes = []
@@ -736,9 +776,22 @@ def print_tables(results):
         net = {k: v for k, v in r["net"].items() if v}
         if net:
             notes.append("kernel counters: %s" % net)
-        errs = sum(b["errors"] + b["empty"] for b in r["backend"])
+        errs = sum(b["errors"] for b in r["backend"])
         if errs:
-            notes.append("backend errors/empty: %d" % errs)
+            notes.append("backend socket errors: %d" % errs)
+        emp = [sum(b[k] for b in r["backend"]) for k in ("empty", "empty_in_window", "empty_after_window")]
+        if emp[0]:
+            notes.append("connections closed by lb before a request: %d (%d in the window, %d after it, "
+                         "i.e. probes cancelled at shutdown)" % tuple(emp))
+        if lg["failed"]:
+            notes.append("failed by detail: %s; by second of the window: %s"
+                         % (lg["failed_details"], lg["failed_at_s"]))
+        if lg["passed_after_timeout"]:
+            notes.append("%d checks passed with duration_ms > check_timeout" % lg["passed_after_timeout"])
+        si = lg.get("start_interval_ms")
+        if si:
+            notes.append("lb-side start-to-start interval (log ts - duration) min/p50/p99/max ms: "
+                         "%.0f / %.0f / %.0f / %.0f" % (si["min"], si["p50"], si["p99"], si["max"]))
         if lg["lag_ms"]:
             notes.append("max lag per second of the window: %s" % lg["max_lag_per_second"])
         notes.append("health CPU per second: %s" % r["health_cpu_pct_series"])
@@ -784,7 +837,14 @@ def main():
             print("work dir kept: %s" % workdir, file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    print("\nlb health checks: %d servers, http, check_interval 1s, workers=1, %d backend process(es), "
+    try:
+        rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = "?"
+    print("\nlb %s (binary built %s)" % (rev, time.strftime(
+        "%Y-%m-%d %H:%M", time.localtime(os.stat(args.lb).st_mtime))))
+    print("lb health checks: %d servers, http, check_interval 1s, workers=1, %d backend process(es), "
           "steady window %.1f s (after %.0f s warm-up), %d CPUs, loadavg at end %s"
           % (args.servers, args.backends, results[0]["window_s"], args.warmup, os.cpu_count(),
              " ".join(open("/proc/loadavg").read().split()[:3])))

@@ -977,11 +977,11 @@ def transition_streak(history, transition, n, interval):
     tn = event_time(streak[n - 1])
     if abs(t - tn) > interval / 3:
         return (f"{transition['event']} at {transition['ts']} is not at the "
-                f"{n}-th {want} check ({streak[n - 1]['ts']}); streak: "
+                f"{want} check #{n} ({streak[n - 1]['ts']}); streak: "
                 + ", ".join(e["ts"] for e in streak))
     if n >= 2 and t - event_time(streak[n - 2]) < interval / 2:
         return (f"{transition['event']} at {transition['ts']} already at the "
-                f"{n - 1}-th {want} check ({streak[n - 2]['ts']})")
+                f"{want} check #{n - 1} ({streak[n - 2]['ts']})")
     return None
 
 

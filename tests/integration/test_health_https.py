@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 import harness
-from harness import LbTestCase, event_time, wait_for
+from harness import LbTestCase, wait_for
 
 I = 0.5
 T = 0.4

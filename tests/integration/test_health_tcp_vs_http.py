@@ -5,7 +5,6 @@ the status line, so it goes out. Both pools share the same two servers in
 one lb."""
 
 import threading
-import time
 
 import harness
 from harness import LbTestCase, event_time, http_via, wait_for
