@@ -39,7 +39,9 @@ struct bal_server {
                                               source hashing stable across
                                               reloads and reorderings */
     _Atomic bool in_rotation;              /* main thread writes */
-    _Atomic uint32_t active_connections;   /* workers write */
+    _Atomic uint32_t *active_connections;  /* workers write; points to
+                                              own_active unless shared */
+    _Atomic uint32_t own_active;
 };
 
 struct bal_pool {
@@ -74,6 +76,11 @@ int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
 /* Rotation and connection accounting; any thread. */
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in);
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i);
+/* Makes server i count its active connections in counter instead of its
+ * own: a server kept across a reload shares one count between the pools of
+ * both generations. Before any pick. */
+void bal_server_share_active(struct bal_pool *p, size_t i,
+                             _Atomic uint32_t *counter);
 void bal_server_conn_start(struct bal_pool *p, size_t i);
 void bal_server_conn_end(struct bal_pool *p, size_t i);
 uint32_t bal_server_active(const struct bal_pool *p, size_t i);
@@ -89,6 +96,8 @@ enum bal_health_state {
     BAL_HEALTH_STARTING = 0,    /* no probe finished yet; counts as up */
     BAL_HEALTH_UP,
     BAL_HEALTH_DOWN,
+    BAL_HEALTH_PENDING,         /* added to a serving pool (reload): no
+                                   probe finished yet; counts as down */
 };
 
 enum bal_health_change {
@@ -106,7 +115,11 @@ struct bal_health {
                                        current run of passes or failures */
 };
 
+/* A server of a fresh start: up until its first probe says otherwise. */
 void bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall);
+/* A server added to a pool that already serves: out until its first
+ * passing probe, so it takes no traffic it may not be ready for. */
+void bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall);
 
 /* Feeds one probe result (in the order the probes started) and returns the
  * change it caused. The only function that moves the state. */

@@ -12,6 +12,9 @@
  * failure takes the server down without waiting for fall: nothing is known
  * of it yet, and sending traffic to it until fall probes have failed would
  * only give clients errors.
+ *
+ * PENDING (a server added by a reload) counts as down: its first pass
+ * brings it up, its first failure makes it plainly DOWN.
  */
 #include "bal.h"
 
@@ -19,6 +22,7 @@ static const char *const bal_health_state_names[] = {
     [BAL_HEALTH_STARTING] = "starting",
     [BAL_HEALTH_UP] = "up",
     [BAL_HEALTH_DOWN] = "down",
+    [BAL_HEALTH_PENDING] = "pending",
 };
 
 void
@@ -32,13 +36,20 @@ bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall)
 const char *
 bal_health_state_name(enum bal_health_state s)
 {
-    return s <= BAL_HEALTH_DOWN ? bal_health_state_names[s] : "unknown";
+    return s <= BAL_HEALTH_PENDING ? bal_health_state_names[s] : "unknown";
+}
+
+void
+bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall)
+{
+    bal_health_init(h, rise, fall);
+    h->state = BAL_HEALTH_PENDING;
 }
 
 bool
 bal_health_is_up(const struct bal_health *h)
 {
-    return h->state != BAL_HEALTH_DOWN;
+    return h->state == BAL_HEALTH_STARTING || h->state == BAL_HEALTH_UP;
 }
 
 enum bal_health_change
@@ -70,6 +81,10 @@ bal_health_apply(struct bal_health *h, bool passed, uint64_t probe_started_ms)
             h->state = BAL_HEALTH_DOWN;
             change = BAL_HEALTH_WENT_DOWN;
         }
+        break;
+    case BAL_HEALTH_PENDING:
+        h->state = passed ? BAL_HEALTH_UP : BAL_HEALTH_DOWN;
+        change = passed ? BAL_HEALTH_WENT_UP : BAL_HEALTH_UNCHANGED;
         break;
     case BAL_HEALTH_DOWN:
         if (passed && h->consecutive_successes >= h->rise) {

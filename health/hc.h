@@ -11,10 +11,11 @@
  *
  * Scheduling: every target is probed once at hc_start(), then every
  * interval, each probe planned from the plan of the previous one (not its
- * end). The second probe comes up to 10% of the interval early, at random,
- * so that a large pool started at once does not stay in lock-step; the
- * period is exact after that. A target never has two probes in flight: a
- * slot that comes while the previous probe still runs is skipped.
+ * end). The second probe comes at a random point of the first interval, so
+ * that a large pool started at once is spread evenly over the interval
+ * instead of probing in one burst; the period is exact after that. A target
+ * never has two probes in flight: a slot that comes while the previous
+ * probe still runs is skipped.
  */
 #ifndef HC_H
 #define HC_H

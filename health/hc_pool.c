@@ -56,6 +56,25 @@ hc_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* No time cache: libevent would otherwise arm every timer of a busy loop
+ * pass against the time the pass began, so a probe started late in a pass
+ * would time out early by as much, and the next slot would be planned early.
+ * A health thread arms a timer or two per probe: the clock reads are cheap
+ * next to the connect. */
+static struct event_base *
+hc_base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    struct event_base *base;
+
+    if (cfg == NULL)
+        return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
+    base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
 struct hc *
 hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
        size_t errlen)
@@ -80,7 +99,7 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
     for (unsigned i = 0; i < threads; i++) {
         hc->threads[i].hc = hc;
         pthread_mutex_init(&hc->threads[i].now_lock, NULL);
-        hc->threads[i].base = event_base_new();
+        hc->threads[i].base = hc_base_new();
         if (hc->threads[i].base != NULL)
             hc->threads[i].now_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_now,
                                               &hc->threads[i]);
@@ -269,11 +288,13 @@ hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
         tg->skipped++;              /* never two probes of one server */
 
     /* The plan moves by whole intervals from the previous plan, so a slow
-     * loop or a slow probe does not stretch the period. The first period is
-     * shortened by up to 10% at random: servers started together drift
-     * apart once and then keep their phase. */
-    if (tg->seq <= 1 && interval >= 10)
-        tg->planned_ms += interval - (uint64_t)rand() % (interval / 10);
+     * loop or a slow probe does not stretch the period. Servers are all
+     * probed at once at start; the first period is then shortened by a
+     * random part of the interval, so that from the second probe on the
+     * servers of a large pool are spread evenly over the interval (as
+     * haproxy spreads its first checks) and keep that phase. */
+    if (tg->seq <= 1 && interval >= 2)
+        tg->planned_ms += 1 + (uint64_t)rand() % interval;
     else
         tg->planned_ms += interval;
     if (tg->planned_ms <= now)      /* fell behind by more than a period */

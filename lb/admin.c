@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -278,6 +279,21 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
     lb_admin_get(a, req, path);
 }
 
+/* Each admin connection's bufferevent, with a read high-water mark: evhttp
+ * parses one request at a time but would otherwise keep reading whatever a
+ * client pipelines behind it, without bound, while the answer waits for a
+ * client that does not read. With the mark, reading stops and TCP pushes
+ * back on the client. */
+static struct bufferevent *
+lb_admin_bevcb(struct event_base *base, void *arg)
+{
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+
+    if (bev != NULL)
+        bufferevent_setwatermark(bev, EV_READ, 0, LB_ADMIN_MAX_HEADERS * 2);
+    return bev;
+}
+
 static void *
 lb_admin_main(void *arg)
 {
@@ -327,8 +343,9 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     evhttp_set_timeout(a->http, LB_ADMIN_TIMEOUT_S);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PATCH);
+                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(a->http, lb_admin_on_request, a);
+    evhttp_set_bevcb(a->http, lb_admin_bevcb, a);
     /* No SO_REUSEPORT here: a second lb on the same admin port must fail,
      * not share it. */
     fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len, false,

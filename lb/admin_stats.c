@@ -80,36 +80,36 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
         srv->conf->weight, lb_server_state_name(lb_server_state(srv)),
-        srv->is_guarded ? "true" : "false",
-        bal_health_state_name(srv->health.state),
-        srv->admin == LB_ADMIN_NONE ? "none" : srv->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
+        srv->b->is_guarded ? "true" : "false",
+        bal_health_state_name(srv->b->health.state),
+        srv->b->admin == LB_ADMIN_NONE ? "none" : srv->b->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
         conf_check_name(srv->pool->conf->check),
         bal_server_active(bp, srv->index),
-        (unsigned long long)LB_LOAD(srv->total_connections),
-        (unsigned long long)LB_LOAD(srv->bytes_in),
-        (unsigned long long)LB_LOAD(srv->bytes_out),
-        (unsigned long long)LB_LOAD(srv->connect_failures),
-        (unsigned long long)LB_LOAD(srv->drained_by_timeout),
-        LB_LOAD(srv->live_failures),
-        (unsigned long long)LB_LOAD(srv->observed_probes),
-        srv->health.consecutive_successes, srv->health.consecutive_failures,
-        (unsigned long long)srv->checks);
-    if (srv->last_check.is_set) {
+        (unsigned long long)LB_LOAD(srv->b->total_connections),
+        (unsigned long long)LB_LOAD(srv->b->bytes_in),
+        (unsigned long long)LB_LOAD(srv->b->bytes_out),
+        (unsigned long long)LB_LOAD(srv->b->connect_failures),
+        (unsigned long long)LB_LOAD(srv->b->drained_by_timeout),
+        LB_LOAD(srv->b->live_failures),
+        (unsigned long long)LB_LOAD(srv->b->observed_probes),
+        srv->b->health.consecutive_successes, srv->b->health.consecutive_failures,
+        (unsigned long long)srv->b->checks);
+    if (srv->b->last_check.is_set) {
         evbuffer_add_printf(out, "{\"result\":\"%s\",\"detail\":",
-                            srv->last_check.passed ? "passed" : "failed");
-        lb_json_str(out, srv->last_check.detail);
+                            srv->b->last_check.passed ? "passed" : "failed");
+        lb_json_str(out, srv->b->last_check.detail);
         LB_ADD_LIT(out, ",\"duration_ms\":");
-        lb_json_num(out, srv->last_check.duration_ms);
+        lb_json_num(out, srv->b->last_check.duration_ms);
         LB_ADD_LIT(out, ",\"at\":");
-        lb_json_num(out, srv->last_check.at);
+        lb_json_num(out, srv->b->last_check.at);
         LB_ADD_LIT(out, "}");
     } else {
         LB_ADD_LIT(out, "null");
     }
     LB_ADD_LIT(out, ",\"last_change\":");
-    lb_json_num(out, srv->last_change > 0 ? srv->last_change : d->started_at);
+    lb_json_num(out, srv->b->last_change > 0 ? srv->b->last_change : d->started_at);
     LB_ADD_LIT(out, ",\"last_detection_ms\":");
-    lb_json_num(out, srv->last_detection_ms);
+    lb_json_num(out, srv->b->last_detection_ms);
     LB_ADD_LIT(out, "}");
 }
 
@@ -134,8 +134,8 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         LB_ADD_LIT(out, ",\"pool\":");
         lb_json_str(out, fe->conf->pool_name);
         evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu}",
-                            (unsigned long long)LB_LOAD(fe->active_connections),
-                            (unsigned long long)LB_LOAD(fe->total_connections));
+                            (unsigned long long)LB_LOAD(fe->stats->active_connections),
+                            (unsigned long long)LB_LOAD(fe->stats->total_connections));
     }
     LB_ADD_LIT(out, "],\"pools\":[");
     pthread_mutex_lock(&d->state_lock);
@@ -233,23 +233,23 @@ static void lb_prom_up(struct evbuffer *o, const struct lb_server *s)
 static void lb_prom_active(struct evbuffer *o, const struct lb_server *s)
 { evbuffer_add_printf(o, "%u\n", bal_server_active(s->pool->bal, s->index)); }
 static void lb_prom_total(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->total_connections)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->total_connections)); }
 static void lb_prom_bytes_in(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->bytes_in)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->bytes_in)); }
 static void lb_prom_bytes_out(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->bytes_out)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->bytes_out)); }
 static void lb_prom_failures(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->connect_failures)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->connect_failures)); }
 static void lb_prom_drained(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->drained_by_timeout)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->drained_by_timeout)); }
 static void lb_prom_observed(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->observed_probes)); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->observed_probes)); }
 static void lb_prom_guarded(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%d\n", s->is_guarded); }
+{ evbuffer_add_printf(o, "%d\n", s->b->is_guarded); }
 static void lb_prom_checks(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)s->checks); }
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)s->b->checks); }
 static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%u\n", s->health.consecutive_failures); }
+{ evbuffer_add_printf(o, "%u\n", s->b->health.consecutive_failures); }
 
 /* The per-server families: one table, one loop. */
 static const struct {
@@ -273,7 +273,6 @@ void
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
     const struct lb_gen *g = d->gen;
-    char labels[300];
 
     lb_prom_head(out, "lb_info", "gauge", "Version of lb");
     evbuffer_add_printf(out, "lb_info{version=\"%s\"} 1\n", LB_VERSION);
@@ -289,14 +288,14 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         LB_ADD_LIT(out, "lb_frontend_active_connections{frontend=\"");
         lb_prom_label(out, g->frontends[i].conf->name);
         evbuffer_add_printf(out, "\"} %llu\n",
-                            (unsigned long long)LB_LOAD(g->frontends[i].active_connections));
+                            (unsigned long long)LB_LOAD(g->frontends[i].stats->active_connections));
     }
     lb_prom_head(out, "lb_frontend_connections_total", "counter", "Client connections accepted");
     for (size_t i = 0; i < g->conf->nfrontends; i++) {
         LB_ADD_LIT(out, "lb_frontend_connections_total{frontend=\"");
         lb_prom_label(out, g->frontends[i].conf->name);
         evbuffer_add_printf(out, "\"} %llu\n",
-                            (unsigned long long)LB_LOAD(g->frontends[i].total_connections));
+                            (unsigned long long)LB_LOAD(g->frontends[i].stats->total_connections));
     }
 
     pthread_mutex_lock(&d->state_lock);
@@ -322,25 +321,27 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
         for (size_t i = 0; i < g->nservers; i++) {
-            lb_prom_server_labels(out, lb_prom_server_metrics[m].name, g->servers_by_id[i]);
-            lb_prom_server_metrics[m].value(out, g->servers_by_id[i]);
+            lb_prom_server_labels(out, lb_prom_server_metrics[m].name, g->servers[i]);
+            lb_prom_server_metrics[m].value(out, g->servers[i]);
         }
     }
     lb_prom_head(out, "lb_check_duration_seconds", "histogram",
                  "Health probe durations (connect + request + status line)");
     for (size_t i = 0; i < g->conf->npools; i++) {
-        struct evbuffer *lb = evbuffer_new();
+        struct evbuffer *lbl = evbuffer_new();
+        char labels[300];
         size_t n;
 
-        if (lb == NULL)
+        if (lbl == NULL)
             continue;
-        LB_ADD_LIT(lb, "pool=\"");
-        lb_prom_label(lb, g->pools[i].conf->name);
-        LB_ADD_LIT(lb, "\"");
-        n = evbuffer_remove(lb, labels, sizeof(labels) - 1);
+        LB_ADD_LIT(lbl, "pool=\"");
+        lb_prom_label(lbl, g->pools[i].conf->name);
+        LB_ADD_LIT(lbl, "\"");
+        n = evbuffer_remove(lbl, labels, sizeof(labels) - 1);
         labels[n] = '\0';
-        evbuffer_free(lb);
-        lb_prom_hist(out, "lb_check_duration_seconds", labels, &g->pools[i].check_duration);
+        evbuffer_free(lbl);
+        lb_prom_hist(out, "lb_check_duration_seconds", labels,
+                     &g->pools[i].stats->check_duration);
     }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");

@@ -4,10 +4,22 @@
  *
  * Main builds it; workers and sessions hold references. It is immutable after
  * lb_gen_new apart from atomic counters and the balancer's rotation flags, so
- * readers need no lock. The last lb_gen_unref frees it: a reload will swap
- * the current pointer and let the old generation go with its last session.
+ * readers need no lock. The last lb_gen_unref frees it: a reload swaps the
+ * current pointer and the old generation goes with its last session.
+ *
+ * What must outlive one generation is shared, not copied, so that nothing is
+ * lost and nothing is counted twice while old connections still run:
+ *   - a server kept by a reload (same pool, name and address) keeps its
+ *     struct lb_backend: health, operator state, counters, active count;
+ *   - a frontend kept by name keeps its counters (struct lb_fe_stats);
+ *   - an address kept by a frontend keeps its listening sockets (struct
+ *     lb_listen), so there is no moment where connections are refused.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "lb.h"
 
@@ -23,8 +35,118 @@ lb_gen_algo(enum conf_balance b)
     }
 }
 
+/* --------------------------------------------------------------- backends */
+
+void
+lb_backend_unref(struct lb_backend *b)
+{
+    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
+
+/* A new server: a fresh start serves it at once, a reload only after its
+ * first passing probe; a server without a check is simply up. */
+static struct lb_backend *
+lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
+{
+    struct lb_backend *b = calloc(1, sizeof(*b));
+
+    if (b == NULL)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->id = id;
+    if (cp->check == CONF_CHECK_NONE) {
+        bal_health_init(&b->health, cp->rise, cp->fall);
+        b->health.state = BAL_HEALTH_UP;
+    } else if (is_reload) {
+        bal_health_init_pending(&b->health, cp->rise, cp->fall);
+    } else {
+        bal_health_init(&b->health, cp->rise, cp->fall);
+    }
+    b->is_in_rotation = bal_health_is_up(&b->health);
+    return b;
+}
+
+/* The kept backend of the old generation, matched by pool name, server name
+ * and address (an address change counts as a removal and an addition). */
+static struct lb_backend *
+lb_gen_find_backend(const struct lb_gen *old, const char *pool,
+                    const struct conf_server *cs)
+{
+    if (old == NULL)
+        return NULL;
+    for (size_t i = 0; i < old->conf->npools; i++) {
+        const struct lb_pool *p = &old->pools[i];
+
+        if (strcmp(p->conf->name, pool) != 0)
+            continue;
+        /* Servers usually keep their order: look at the same index
+         * first, then scan. */
+        for (size_t k = 0; k < p->conf->nservers; k++) {
+            const struct lb_server *s = &p->servers[k];
+
+            if (strcmp(s->conf->name, cs->name) == 0)
+                return strcmp(s->conf->addr.text, cs->addr.text) == 0 ? s->b : NULL;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+/* ----------------------------------------------------------- listen sets */
+
+struct lb_listen *
+lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t errlen)
+{
+    struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
+    char lerr[128];
+
+    if (l == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    atomic_init(&l->refs, 1);
+    l->addr = *addr;
+    l->nfds = nworkers;
+    for (size_t i = 0; i < nworkers; i++)
+        l->fds[i] = -1;
+    for (size_t i = 0; i < nworkers; i++) {
+        l->fds[i] = lb_net_listen((const struct sockaddr *)&addr->ss, addr->len, true,
+                                  lerr, sizeof(lerr));
+        if (l->fds[i] < 0) {
+            snprintf(err, errlen, "listen on %s: %s", addr->text, lerr);
+            lb_listen_unref(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+void
+lb_listen_unref(struct lb_listen *l)
+{
+    if (l == NULL || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Workers close their own socket when they stop using the address;
+     * what is left was never handed to a worker. */
+    for (size_t i = 0; i < l->nfds; i++) {
+        if (l->fds[i] >= 0)
+            close(l->fds[i]);
+    }
+    free(l);
+}
+
+static bool
+lb_addr_equal(const struct conf_addr *a, const struct conf_addr *b)
+{
+    return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
+}
+
+/* ---------------------------------------------------------------- pools */
+
 static int
-lb_gen_pool_init(struct lb_pool *p, const struct conf_pool *cp, size_t index)
+lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp,
+                 size_t index, const struct lb_gen *old, uint32_t *next_id)
 {
     size_t n = cp->nservers;
     uint32_t *weights = calloc(n ? n : 1, sizeof(*weights));
@@ -33,23 +155,48 @@ lb_gen_pool_init(struct lb_pool *p, const struct conf_pool *cp, size_t index)
 
     p->conf = cp;
     p->index = index;
+    for (size_t i = 0; old != NULL && i < old->conf->npools; i++) {
+        if (strcmp(old->pools[i].conf->name, cp->name) == 0) {
+            p->stats = old->pools[i].stats;
+            atomic_fetch_add(&p->stats->refs, 1);
+        }
+    }
+    if (p->stats == NULL && (p->stats = calloc(1, sizeof(*p->stats))) != NULL)
+        atomic_init(&p->stats->refs, 1);
     p->servers = calloc(n ? n : 1, sizeof(*p->servers));
     p->guard_scratch = calloc(n ? n : 1, sizeof(*p->guard_scratch));
-    if (weights == NULL || names == NULL || p->servers == NULL || p->guard_scratch == NULL)
+    if (weights == NULL || names == NULL || p->stats == NULL || p->servers == NULL ||
+        p->guard_scratch == NULL)
         goto out;
     for (size_t i = 0; i < n; i++) {
+        struct lb_server *srv = &p->servers[i];
+        struct lb_backend *b = lb_gen_find_backend(old, cp->name, &cp->servers[i]);
+
+        if (b != NULL)
+            atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+        else
+            b = lb_backend_new(cp, (*next_id)++, old != NULL);
+        if (b == NULL)
+            goto out;
+        srv->b = b;
+        srv->conf = &cp->servers[i];
+        srv->pool = p;
+        srv->index = i;
         weights[i] = cp->servers[i].weight;
         names[i] = cp->servers[i].name;
-        p->servers[i].conf = &cp->servers[i];
-        p->servers[i].pool = p;
-        p->servers[i].index = i;
-        bal_health_init(&p->servers[i].health, cp->rise, cp->fall);
-        p->servers[i].is_in_rotation = true;
     }
-    p->in_rotation = n;
     p->bal = bal_pool_new(lb_gen_algo(cp->balance), n, weights, names);
-    if (p->bal != NULL)
-        rc = 0;
+    if (p->bal == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        struct lb_backend *b = p->servers[i].b;
+
+        bal_server_share_active(p->bal, i, &b->active);
+        bal_server_set_in_rotation(p->bal, i, b->is_in_rotation);
+        p->in_rotation += b->is_in_rotation;
+        g->nservers++;
+    }
+    rc = 0;
 out:
     free(weights);
     free(names);
@@ -61,54 +208,118 @@ lb_gen_free(struct lb_gen *g)
 {
     if (g->pools != NULL) {
         for (size_t i = 0; i < g->conf->npools; i++) {
-            bal_pool_free(g->pools[i].bal);
-            free(g->pools[i].servers);
-            free(g->pools[i].guard_scratch);
+            struct lb_pool *p = &g->pools[i];
+
+            if (p->conf == NULL)            /* not built: a failed build */
+                continue;
+            for (size_t k = 0; p->servers != NULL && k < p->conf->nservers; k++)
+                lb_backend_unref(p->servers[k].b);
+            bal_pool_free(p->bal);
+            free(p->servers);
+            free(p->guard_scratch);
+            if (p->stats != NULL && atomic_fetch_sub(&p->stats->refs, 1) == 1)
+                free(p->stats);
+        }
+    }
+    if (g->frontends != NULL) {
+        for (size_t i = 0; i < g->conf->nfrontends; i++) {
+            lb_listen_unref(g->frontends[i].listen);
+            if (g->frontends[i].stats != NULL &&
+                atomic_fetch_sub(&g->frontends[i].stats->refs, 1) == 1)
+                free(g->frontends[i].stats);
         }
     }
     free(g->pools);
     free(g->frontends);
-    free(g->servers_by_id);
+    free(g->servers);
+    free(g->by_id);
     conf_free(g->conf);
     free(g);
 }
 
+static int
+lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
+                     struct lb_gen *g, const struct lb_gen *old, size_t nworkers,
+                     char *err, size_t errlen)
+{
+    fe->conf = cf;
+    fe->pool = &g->pools[cf->pool_index];
+    for (size_t i = 0; old != NULL && i < old->conf->nfrontends; i++) {
+        const struct lb_frontend *o = &old->frontends[i];
+
+        if (fe->listen == NULL && lb_addr_equal(&o->listen->addr, &cf->listen)) {
+            fe->listen = o->listen;
+            atomic_fetch_add(&fe->listen->refs, 1);
+        }
+        if (fe->stats == NULL && strcmp(o->conf->name, cf->name) == 0) {
+            fe->stats = o->stats;
+            atomic_fetch_add(&fe->stats->refs, 1);
+        }
+    }
+    if (fe->stats == NULL) {
+        fe->stats = calloc(1, sizeof(*fe->stats));
+        if (fe->stats == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        atomic_init(&fe->stats->refs, 1);
+    }
+    if (fe->listen == NULL) {
+        char lerr[200];
+
+        fe->listen = lb_listen_new(&cf->listen, nworkers, lerr, sizeof(lerr));
+        if (fe->listen == NULL) {
+            snprintf(err, errlen, "%s:%d: frontend %s: %s", g->conf->file, cf->line,
+                     cf->name, lerr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 struct lb_gen *
-lb_gen_new(struct conf *conf)
+lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
+           uint32_t *next_id, char *err, size_t errlen)
 {
     struct lb_gen *g = calloc(1, sizeof(*g));
 
     if (g == NULL) {
         conf_free(conf);
+        snprintf(err, errlen, "out of memory");
         return NULL;
     }
     g->conf = conf;
+    g->number = old != NULL ? old->number + 1 : 1;
     atomic_init(&g->refs, 1);
     g->pools = calloc(conf->npools ? conf->npools : 1, sizeof(*g->pools));
-    g->frontends = calloc(conf->nfrontends ? conf->nfrontends : 1,
-                          sizeof(*g->frontends));
+    g->frontends = calloc(conf->nfrontends ? conf->nfrontends : 1, sizeof(*g->frontends));
     if (g->pools == NULL || g->frontends == NULL)
-        goto fail;
+        goto oom;
     for (size_t i = 0; i < conf->npools; i++) {
-        if (lb_gen_pool_init(&g->pools[i], &conf->pools[i], i) == -1)
-            goto fail;
+        if (lb_gen_pool_init(g, &g->pools[i], &conf->pools[i], i, old, next_id) == -1)
+            goto oom;
     }
-    for (size_t i = 0; i < conf->npools; i++)
-        g->nservers += conf->pools[i].nservers;
-    g->servers_by_id = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers_by_id));
-    if (g->servers_by_id == NULL)
-        goto fail;
-    for (size_t i = 0, id = 0; i < conf->npools; i++) {
-        for (size_t k = 0; k < conf->pools[i].nservers; k++, id++) {
-            g->pools[i].servers[k].id = (uint32_t)id;
-            g->servers_by_id[id] = &g->pools[i].servers[k];
+    g->servers = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers));
+    g->nby_id = *next_id;
+    g->by_id = calloc(g->nby_id ? g->nby_id : 1, sizeof(*g->by_id));
+    if (g->servers == NULL || g->by_id == NULL)
+        goto oom;
+    for (size_t i = 0, k = 0; i < conf->npools; i++) {
+        for (size_t j = 0; j < conf->pools[i].nservers; j++, k++) {
+            struct lb_server *srv = &g->pools[i].servers[j];
+
+            g->servers[k] = srv;
+            g->by_id[srv->b->id] = srv;
         }
     }
     for (size_t i = 0; i < conf->nfrontends; i++) {
-        g->frontends[i].conf = &conf->frontends[i];
-        g->frontends[i].pool = &g->pools[conf->frontends[i].pool_index];
+        if (lb_gen_frontend_init(&g->frontends[i], &conf->frontends[i], g, old, nworkers,
+                                 err, errlen) == -1)
+            goto fail;
     }
     return g;
+oom:
+    snprintf(err, errlen, "out of memory");
 fail:
     lb_gen_free(g);
     return NULL;

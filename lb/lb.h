@@ -97,16 +97,17 @@ struct lb_hist {
 };
 void lb_hist_observe(struct lb_hist *h, double ms);
 
-/* A backend server of one generation. Counters are bumped by the workers
- * (relaxed atomics: figures, not synchronisation); active connections live in
- * the balancer's struct bal_server, which the picks read. */
-struct lb_server {
-    const struct conf_server *conf;     /* name, address, weight, line */
-    struct lb_pool *pool;
-    size_t index;                       /* in pool->bal->servers */
-    uint32_t id;                        /* in gen->servers_by_id; health key */
+/* What a server keeps across reloads: counters, health, operator state.
+ * Shared by every generation that has the server (same pool, name and
+ * address), refcounted by their struct lb_server entries.
+ * Atomics: bumped by workers, read by anyone (relaxed: figures, not
+ * synchronisation). The rest: main thread and admin thread, under
+ * daemon->state_lock. */
+struct lb_backend {
+    _Atomic uint32_t refs;
+    uint32_t id;                        /* health-check key, stable */
 
-    /* workers write, anyone reads */
+    _Atomic uint32_t active;            /* the balancer counts in here */
     _Atomic uint64_t total_connections;
     _Atomic uint64_t bytes_in;          /* from the server, to the client */
     _Atomic uint64_t bytes_out;         /* from the client, to the server */
@@ -115,16 +116,15 @@ struct lb_server {
     _Atomic uint32_t live_failures;     /* consecutive failed connects of
                                            client traffic (observe_errors) */
     _Atomic uint64_t observed_probes;   /* out-of-schedule probes asked */
-
     /* main writes, workers read: when this server's open connections are
-     * closed (monotonic ms; 0 = never, it is in rotation) */
+     * closed (monotonic ms; 0 = never: it is in rotation) */
     _Atomic uint64_t drain_deadline_ms;
 
-    /* main thread, under daemon->state_lock: health and operator state
-     * (server.c); the admin thread reads them under the same lock */
+    /* under state_lock */
     enum lb_server_admin admin;
     bool is_in_rotation;                /* mirrors the balancer's flag */
     bool is_guarded;                    /* failing, held by min_servers */
+    bool is_removed;                    /* gone from the config (reload) */
     uint64_t down_since_ms;             /* start of the streak that took
                                            it down (guard ordering) */
     struct bal_health health;
@@ -142,22 +142,55 @@ struct lb_server {
     double lag_ms_max;
 };
 
+/* A server as one generation configures it. */
+struct lb_server {
+    const struct conf_server *conf;     /* name, address, weight, line */
+    struct lb_pool *pool;
+    size_t index;                       /* in pool->bal->servers */
+    struct lb_backend *b;               /* one reference */
+};
+
+/* Pool figures kept across reloads by pool name. */
+struct lb_pool_stats {
+    _Atomic uint32_t refs;
+    struct lb_hist check_duration;      /* under daemon->state_lock */
+};
+
 struct lb_pool {
     const struct conf_pool *conf;
+    struct lb_pool_stats *stats;        /* one reference */
     size_t index;                       /* in gen->pools */
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */
     size_t in_rotation;                 /* under daemon->state_lock */
     bool guard_active;                  /* under daemon->state_lock */
     struct bal_guard_server *guard_scratch; /* nservers, for the guard */
-    struct lb_hist check_duration;      /* under daemon->state_lock */
+};
+
+/* The listening sockets of one address: one per worker (SO_REUSEPORT, the
+ * kernel spreads new connections over them). Bound by main; shared by every
+ * generation whose frontends listen there, so a reload that keeps the
+ * address never closes it. Worker i owns fds[i] once it uses the address,
+ * and closes it itself when it moves to a generation without it. */
+struct lb_listen {
+    _Atomic uint32_t refs;
+    struct conf_addr addr;
+    size_t nfds;
+    int fds[];                          /* -1 once closed */
+};
+
+/* Frontend counters, kept across reloads by frontend name. */
+struct lb_fe_stats {
+    _Atomic uint32_t refs;
+    _Atomic uint64_t active_connections;
+    _Atomic uint64_t total_connections;
 };
 
 struct lb_frontend {
     const struct conf_frontend *conf;
     struct lb_pool *pool;
-    _Atomic uint64_t active_connections;
-    _Atomic uint64_t total_connections;
+    struct lb_listen *listen;           /* one reference */
+    struct lb_fe_stats *stats;          /* one reference */
 };
 
 /* Configuration generation: everything built from one read of the file.
@@ -166,17 +199,29 @@ struct lb_frontend {
  * generation outlives every connection that started under it (reload). */
 struct lb_gen {
     _Atomic uint32_t refs;
+    uint64_t number;                    /* 1 at start, +1 per reload */
     struct conf *conf;                  /* owned */
     struct lb_pool *pools;              /* conf->npools */
     struct lb_frontend *frontends;      /* conf->nfrontends */
-    struct lb_server **servers_by_id;   /* every server of every pool */
+    struct lb_server **servers;         /* every server of every pool */
     size_t nservers;
+    struct lb_server **by_id;           /* indexed by backend id (sparse) */
+    size_t nby_id;
 };
 
 /* Builds a generation from a loaded config, taking ownership of conf (freed
- * with the generation, also on failure). Returns NULL when out of memory.
- * Main thread. */
-struct lb_gen *lb_gen_new(struct conf *conf);
+ * with the generation, also on failure). old is the generation it replaces
+ * (NULL at start): servers, frontend counters and listening sockets it
+ * shares with the new one are kept, not rebuilt. New servers get ids from
+ * *next_id; new addresses are bound here (nworkers sockets each). NULL with
+ * err set on failure (a bind error names FILE:LINE). Main thread, with
+ * state_lock held when old is not NULL. */
+struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
+                          uint32_t *next_id, char *err, size_t errlen);
+void lb_backend_unref(struct lb_backend *b);
+struct lb_listen *lb_listen_new(const struct conf_addr *addr, size_t nworkers,
+                                char *err, size_t errlen);
+void lb_listen_unref(struct lb_listen *l);
 void lb_gen_ref(struct lb_gen *g);
 void lb_gen_unref(struct lb_gen *g);
 
@@ -236,7 +281,8 @@ struct lb_worker {
     struct event *notify_ev;            /* other threads event_active() it */
     struct event *retry_accept_ev;      /* re-enables accepts after EMFILE */
     struct event *drain_ev;             /* next drain deadline */
-    struct lb_listener *listeners;      /* gen->conf->nfrontends */
+    struct lb_listener *listeners;      /* one per frontend of gen */
+    size_t nlisteners;
     struct bal_cursor **cursors;        /* one per pool of gen */
     struct lb_session *sessions;        /* doubly linked, for shutdown */
     size_t nsessions;
@@ -248,11 +294,17 @@ struct lb_worker {
     /* written by other threads, read by the worker in its notify callback */
     _Atomic bool stop_requested;        /* close listeners, finish sessions */
     _Atomic bool force_requested;       /* shutdown_timeout: close them now */
+    _Atomic(struct lb_gen *) pending_gen;   /* reload: the next generation,
+                                               with a reference for us */
+    _Atomic uint64_t gen_number;        /* the generation in use, for main */
 };
 
 /* The process: the one object main builds and every worker points to. */
 struct lb_daemon {
-    struct lb_gen *gen;                 /* current generation (main's ref) */
+    struct lb_gen *gen;                 /* current generation (main's ref);
+                                           swapped under state_lock */
+    const char *path;                   /* the config file, for reloads */
+    uint32_t next_id;                   /* next backend id (main) */
     struct lb_limit limit;
     struct lb_worker *workers;
     size_t nworkers;
@@ -272,8 +324,9 @@ struct lb_daemon {
     struct lb_admin *admin;             /* the admin port, or NULL */
 };
 
-/* Creates worker w's event base and listening sockets for every frontend of
- * the generation. Main thread, before lb_worker_start. -1 with err set. */
+/* Creates worker w's event base and its accept events on its socket of
+ * every frontend of the generation. Main thread, before lb_worker_start.
+ * -1 with err set. */
 int lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
                    char *err, size_t errlen);
 int lb_worker_start(struct lb_worker *w);

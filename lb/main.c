@@ -22,7 +22,7 @@
 
 #include "lb.h"
 
-/* Descriptors kept back for listeners, logs and health probes when
+/* Descriptors kept back for listeners, logs and the admin port when
  * comparing max_connections with the fd limit. */
 #define LB_FD_RESERVE 64
 
@@ -100,11 +100,16 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
     lb_log(CONF_LOG_INFO, "start", "version=%s config=%s workers=%zu max_connections=%u fd_limit=%llu",
            LB_VERSION, path, d->nworkers, c->global.max_connections,
            (unsigned long long)fd_limit);
-    /* Each session holds two descriptors: warn when the cap cannot be met. */
-    if ((uint64_t)c->global.max_connections * 2 + LB_FD_RESERVE > fd_limit)
+    /* Each session holds two descriptors and each health probe in flight
+     * one (all of them at once at start): warn when the cap cannot be met. */
+    size_t nchecked = 0;
+
+    for (size_t i = 0; i < d->gen->nservers; i++)
+        nchecked += d->gen->servers[i]->pool->conf->check != CONF_CHECK_NONE;
+    if ((uint64_t)c->global.max_connections * 2 + nchecked + LB_FD_RESERVE > fd_limit)
         lb_log(CONF_LOG_WARN, "fd_limit_low",
-               "max_connections=%u fd_limit=%llu detail=\"each connection needs 2 descriptors; accepts pause at the fd limit\"",
-               c->global.max_connections, (unsigned long long)fd_limit);
+               "max_connections=%u checked_servers=%zu fd_limit=%llu detail=\"each connection needs 2 descriptors and each health probe 1; accepts pause at the fd limit\"",
+               c->global.max_connections, nchecked, (unsigned long long)fd_limit);
     for (size_t i = 0; i < c->nfrontends; i++)
         lb_log(CONF_LOG_INFO, "listen", "frontend=%s addr=%s pool=%s",
                c->frontends[i].name, c->frontends[i].listen.text,
@@ -124,13 +129,11 @@ lb_main_run(struct lb_daemon *d, const char *path)
     int status = 1;
 
     d->limit.max = c->global.max_connections;
-    pthread_mutex_init(&d->state_lock, NULL);
     {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         d->started_at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     }
-    d->nworkers = c->global.workers;
     d->base = event_base_new();
     d->workers = calloc(d->nworkers, sizeof(*d->workers));
     if (d->base == NULL || d->workers == NULL) {
@@ -227,6 +230,7 @@ main(int argc, char **argv)
     bool test_only = false;
     struct conf *conf = NULL;
     char *errors = NULL;
+    char gen_err[300];
     int opt, status;
 
     while ((opt = getopt(argc, argv, "c:thv")) != -1) {
@@ -260,9 +264,15 @@ main(int argc, char **argv)
         conf_free(conf);
         return 1;
     }
-    d.gen = lb_gen_new(conf);
+    /* Listening sockets are bound here, before anything starts: a port in
+     * use is reported like a config error and lb does not start. */
+    d.nworkers = conf->global.workers;
+    pthread_mutex_init(&d.state_lock, NULL);
+    d.path = path;
+    d.gen = lb_gen_new(conf, NULL, d.nworkers, &d.next_id, gen_err, sizeof(gen_err));
     if (d.gen == NULL) {
-        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
+               lb_log_quote((char[600]){ 0 }, 600, gen_err));
         return 1;
     }
     status = lb_main_run(&d, path);

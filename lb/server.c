@@ -76,19 +76,22 @@ lb_server_state_name(enum lb_server_state st)
  *   none       up        yes           any              -> up
  *   none       down      no            > 0              -> draining
  *   none       down      no            0                -> down
- *   drain/dis. any       no            > 0              -> draining
- *   drain/dis. any       no            0                -> disabled
+ *   drain      any       no            > 0              -> draining
+ *   drain      any       no            0                -> disabled
+ *   disable    any       no            any              -> disabled
+ * (a guarded server is in rotation: up)
  */
 enum lb_server_state
 lb_server_state(const struct lb_server *srv)
 {
-    bool has_conns = bal_server_active(srv->pool->bal, srv->index) > 0;
+    const struct lb_backend *b = srv->b;
 
-    if (srv->is_in_rotation)
+    if (b->is_in_rotation)
         return LB_SERVER_UP;
-    if (has_conns)
+    /* disable closes the connections at once: it never drains */
+    if (b->admin != LB_ADMIN_DISABLE && atomic_load(&b->active) > 0)
         return LB_SERVER_DRAINING;
-    return srv->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
+    return b->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
 }
 
 /* Wakes every worker so that it looks at its sessions' drain deadlines. */
@@ -108,7 +111,7 @@ lb_server_set_drain(struct lb_daemon *d, struct lb_server *srv, uint64_t timeout
     uint64_t deadline = is_draining ? lb_server_mono_ms() + timeout_ms : 0;
 
     /* 0 is "no deadline": a deadline that lands on 0 becomes 1 */
-    atomic_store(&srv->drain_deadline_ms, is_draining && deadline == 0 ? 1 : deadline);
+    atomic_store(&srv->b->drain_deadline_ms, is_draining && deadline == 0 ? 1 : deadline);
     if (is_draining && bal_server_active(srv->pool->bal, srv->index) > 0)
         lb_server_notify_workers(d);
 }
@@ -123,17 +126,17 @@ lb_server_flip(struct lb_daemon *d, struct lb_server *srv, bool in,
     struct lb_pool *pool = srv->pool;
     char qbuf[HC_DETAIL_MAX * 2];
 
-    srv->is_in_rotation = in;
+    srv->b->is_in_rotation = in;
     bal_server_set_in_rotation(pool->bal, srv->index, in);
     pool->in_rotation += in ? 1 : (size_t)-1;
-    srv->last_change = lb_server_wall_now();
-    lb_server_set_drain(d, srv, srv->admin == LB_ADMIN_DISABLE ? 0 : pool->conf->drain_timeout_ms,
+    srv->b->last_change = lb_server_wall_now();
+    lb_server_set_drain(d, srv, srv->b->admin == LB_ADMIN_DISABLE ? 0 : pool->conf->drain_timeout_ms,
                         !in);
     lb_log(in ? CONF_LOG_INFO : CONF_LOG_WARN, in ? "server_up" : "server_down",
            "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
            pool->conf->name, srv->conf->name, srv->conf->addr.text,
-           lb_log_quote(qbuf, sizeof(qbuf), reason), srv->health.consecutive_successes,
-           srv->health.consecutive_failures, pool->in_rotation, pool->conf->nservers,
+           lb_log_quote(qbuf, sizeof(qbuf), reason), srv->b->health.consecutive_successes,
+           srv->b->health.consecutive_failures, pool->in_rotation, pool->conf->nservers,
            detection_ms);
 }
 
@@ -158,10 +161,10 @@ lb_pool_update_rotation(struct lb_daemon *d, struct lb_pool *pool,
         const struct lb_server *srv = &pool->servers[i];
 
         gs[i] = (struct bal_guard_server){
-            .is_healthy = bal_health_is_up(&srv->health),
-            .is_admin_out = srv->admin != LB_ADMIN_NONE,
-            .was_guarded = srv->is_guarded,
-            .down_since_ms = srv->down_since_ms,
+            .is_healthy = bal_health_is_up(&srv->b->health),
+            .is_admin_out = srv->b->admin != LB_ADMIN_NONE,
+            .was_guarded = srv->b->is_guarded,
+            .down_since_ms = srv->b->down_since_ms,
         };
     }
     bal_guard_apply(gs, pc->nservers, floor);
@@ -172,23 +175,23 @@ lb_pool_update_rotation(struct lb_daemon *d, struct lb_pool *pool,
         struct lb_server *srv = &pool->servers[i];
         char why[HC_DETAIL_MAX + 64];
 
-        if (gs[i].guarded && !srv->is_guarded)
+        if (gs[i].guarded && !srv->b->is_guarded)
             lb_log(CONF_LOG_WARN, "guard_hold",
                    "pool=%s server=%s in_rotation=%zu min_servers=%u",
                    pc->name, srv->conf->name, in_after, floor);
-        else if (!gs[i].guarded && srv->is_guarded)
+        else if (!gs[i].guarded && srv->b->is_guarded)
             lb_log(CONF_LOG_INFO, "guard_release", "pool=%s server=%s health=%s",
-                   pc->name, srv->conf->name, bal_health_state_name(srv->health.state));
-        srv->is_guarded = gs[i].guarded;
+                   pc->name, srv->conf->name, bal_health_state_name(srv->b->health.state));
+        srv->b->is_guarded = gs[i].guarded;
         active |= gs[i].guarded;
-        if (gs[i].in_rotation == srv->is_in_rotation)
+        if (gs[i].in_rotation == srv->b->is_in_rotation)
             continue;
         if (srv == cause) {
             lb_server_flip(d, srv, gs[i].in_rotation, reason, detection_ms);
         } else {
             /* out because the guard let go: say why it was failing */
             snprintf(why, sizeof(why), "guard released: %s",
-                     srv->last_check.is_set ? srv->last_check.detail : "failing");
+                     srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
             lb_server_flip(d, srv, gs[i].in_rotation, why, 0);
         }
     }
@@ -210,16 +213,16 @@ lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv,
         [LB_ADMIN_DISABLE] = "operator: disable",
     };
 
-    if (srv->admin == admin)
+    if (srv->b->admin == admin)
         return;
-    srv->admin = admin;
+    srv->b->admin = admin;
     lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
            srv->pool->conf->name, srv->conf->name,
-           bal_health_state_name(srv->health.state));
+           bal_health_state_name(srv->b->health.state));
     lb_pool_update_rotation(d, srv->pool, srv, reasons[admin], 0);
     /* Already out (a health verdict was draining it): disable still means
      * close its connections now. */
-    if (admin == LB_ADMIN_DISABLE && !srv->is_in_rotation)
+    if (admin == LB_ADMIN_DISABLE && !srv->b->is_in_rotation)
         lb_server_set_drain(d, srv, 0, true);
 }
 
@@ -232,36 +235,36 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     char qbuf[HC_DETAIL_MAX * 2];
     double detection_ms;
 
-    if (r->seq <= srv->last_seq)
+    if (r->seq <= srv->b->last_seq)
         return;                     /* older than what is known: drop */
-    srv->last_seq = r->seq;
-    srv->last_check.is_set = true;
-    srv->last_check.passed = r->passed;
-    memcpy(srv->last_check.detail, r->detail, sizeof(srv->last_check.detail));
-    srv->last_check.duration_ms = r->duration_ms;
-    srv->last_check.at = r->started_at;
-    srv->checks++;
+    srv->b->last_seq = r->seq;
+    srv->b->last_check.is_set = true;
+    srv->b->last_check.passed = r->passed;
+    memcpy(srv->b->last_check.detail, r->detail, sizeof(srv->b->last_check.detail));
+    srv->b->last_check.duration_ms = r->duration_ms;
+    srv->b->last_check.at = r->started_at;
+    srv->b->checks++;
     st->checks++;
-    if (r->lag_ms > srv->lag_ms_max)
-        srv->lag_ms_max = r->lag_ms;
+    if (r->lag_ms > srv->b->lag_ms_max)
+        srv->b->lag_ms_max = r->lag_ms;
     lb_hist_observe(&st->lag, r->lag_ms);
-    lb_hist_observe(&srv->pool->check_duration, r->duration_ms);
+    lb_hist_observe(&srv->pool->stats->check_duration, r->duration_ms);
     lb_log(CONF_LOG_DEBUG, "check",
            "pool=%s server=%s result=%s detail=%s duration_ms=%.1f lag_ms=%.1f",
            srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
            lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms, r->lag_ms);
 
-    change = bal_health_apply(&srv->health, r->passed, r->started_mono_ms);
+    change = bal_health_apply(&srv->b->health, r->passed, r->started_mono_ms);
     if (change == BAL_HEALTH_UNCHANGED)
         return;
     /* Detection time: from the start of the first probe of the streak to
      * now, when the verdict takes effect. */
-    detection_ms = (double)(lb_server_mono_ms() - srv->health.streak_started_ms);
-    srv->last_detection_ms = detection_ms;
+    detection_ms = (double)(lb_server_mono_ms() - srv->b->health.streak_started_ms);
+    srv->b->last_detection_ms = detection_ms;
     lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
                     detection_ms);
     if (change == BAL_HEALTH_WENT_DOWN)
-        srv->down_since_ms = srv->health.streak_started_ms;
+        srv->b->down_since_ms = srv->b->health.streak_started_ms;
     lb_pool_update_rotation(d, srv->pool, srv, r->detail, detection_ms);
 }
 
@@ -275,8 +278,8 @@ lb_health_on_results(evutil_socket_t fd, short what, void *arg)
 
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < n; i++) {
-        if (results[i].id < g->nservers)
-            lb_server_apply_check(d, g->servers_by_id[results[i].id], &results[i]);
+        if (results[i].id < g->nby_id && g->by_id[results[i].id] != NULL)
+            lb_server_apply_check(d, g->by_id[results[i].id], &results[i]);
     }
     pthread_mutex_unlock(&d->state_lock);
     free(results);
@@ -297,7 +300,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     const struct conf_pool *pc = srv->pool->conf;
 
     memset(spec, 0, sizeof(*spec));
-    spec->id = srv->id;
+    spec->id = srv->b->id;
     spec->kind = pc->check;
     memcpy(&spec->addr, &srv->conf->addr.ss, sizeof(spec->addr));
     spec->addr_len = srv->conf->addr.len;
@@ -324,7 +327,7 @@ lb_health_start(struct lb_daemon *d, char *err, size_t errlen)
     char herr[200];
 
     for (size_t i = 0; i < g->nservers; i++)
-        nchecked += g->servers_by_id[i]->pool->conf->check != CONF_CHECK_NONE;
+        nchecked += g->servers[i]->pool->conf->check != CONF_CHECK_NONE;
     if (nchecked == 0)
         return 0;
     d->health_ev = event_new(d->base, -1, 0, lb_health_on_results, d);
@@ -334,7 +337,7 @@ lb_health_start(struct lb_daemon *d, char *err, size_t errlen)
         return -1;
     }
     for (size_t i = 0; i < g->nservers; i++) {
-        const struct lb_server *srv = g->servers_by_id[i];
+        const struct lb_server *srv = g->servers[i];
         struct hc_spec spec;
 
         if (srv->pool->conf->check == CONF_CHECK_NONE)

@@ -174,8 +174,8 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
         w->sessions->prev = s;
     w->sessions = s;
     w->nsessions++;
-    atomic_fetch_add_explicit(&fe->active_connections, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&fe->total_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fe->stats->active_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fe->stats->total_connections, 1, memory_order_relaxed);
 
     s->state = LB_SESSION_CONNECTING;
     lb_session_connect(s);
@@ -194,13 +194,13 @@ lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
     uint32_t n;
     struct hc *hc = s->w->daemon->hc;
 
-    n = atomic_fetch_add_explicit(&srv->live_failures, 1, memory_order_relaxed) + 1;
+    n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
     if (every == 0 || n % every != 0 || hc == NULL || s->pool->conf->check == CONF_CHECK_NONE)
         return;
-    atomic_fetch_add_explicit(&srv->observed_probes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&srv->b->observed_probes, 1, memory_order_relaxed);
     lb_log(CONF_LOG_INFO, "observe_probe", "pool=%s server=%s live_failures=%u",
            s->pool->conf->name, srv->conf->name, n);
-    hc_probe_now(hc, srv->id);
+    hc_probe_now(hc, srv->b->id);
 }
 
 static void
@@ -209,7 +209,7 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
     struct lb_server *srv = s->server;
     char lower[96], qbuf[128];
 
-    atomic_fetch_add_explicit(&srv->connect_failures, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
     /* Operators read "connection refused", as the kernel's own messages
      * and haproxy's logs put it, not strerror's capitalised sentence. */
     snprintf(lower, sizeof(lower), "%s", error);
@@ -236,11 +236,11 @@ lb_session_relay_start(struct lb_session *s)
 
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
-    atomic_fetch_add_explicit(&s->server->total_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->server->b->total_connections, 1, memory_order_relaxed);
     /* Read before writing: no cache-line ping-pong between workers in the
      * common case where the count is already 0. */
-    if (atomic_load_explicit(&s->server->live_failures, memory_order_relaxed) != 0)
-        atomic_store_explicit(&s->server->live_failures, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&s->server->b->live_failures, memory_order_relaxed) != 0)
+        atomic_store_explicit(&s->server->b->live_failures, 0, memory_order_relaxed);
 
     s->up = (struct lb_half){ .s = s, .src_fd = s->cfd, .dst_fd = s->sfd,
                               .src_ev = &s->c_read, .dst_ev = &s->s_write,
@@ -381,9 +381,9 @@ lb_half_count(struct lb_half *h, size_t n)
 
     h->bytes += n;
     if (h->is_upstream)
-        atomic_fetch_add_explicit(&srv->bytes_out, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&srv->b->bytes_out, n, memory_order_relaxed);
     else
-        atomic_fetch_add_explicit(&srv->bytes_in, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&srv->b->bytes_in, n, memory_order_relaxed);
 }
 
 static void
@@ -513,13 +513,13 @@ lb_session_next(const struct lb_session *s)
 uint64_t
 lb_session_drain_deadline(const struct lb_session *s)
 {
-    return s->server != NULL ? atomic_load(&s->server->drain_deadline_ms) : 0;
+    return s->server != NULL ? atomic_load(&s->server->b->drain_deadline_ms) : 0;
 }
 
 void
 lb_session_drain_close(struct lb_session *s)
 {
-    atomic_fetch_add_explicit(&s->server->drained_by_timeout, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->server->b->drained_by_timeout, 1, memory_order_relaxed);
     lb_session_finish(s, "drained");
 }
 
@@ -551,7 +551,7 @@ lb_session_finish(struct lb_session *s, const char *reason)
     close(s->cfd);
     if (s->server != NULL)
         bal_server_conn_end(s->pool->bal, s->server->index);
-    atomic_fetch_sub_explicit(&s->fe->active_connections, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
 
     if (s->prev != NULL)
         s->prev->next = s->next;

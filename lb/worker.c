@@ -30,9 +30,11 @@
  * at the cap every close resumes and the next accept pauses again. */
 #define LB_LIMIT_LOG_INTERVAL_MS 1000
 
+/* A worker's accept event on its socket of one frontend's address. */
 struct lb_listener {
     struct lb_worker *w;
     struct lb_frontend *fe;
+    struct lb_listen *listen;           /* NULL once closed or taken over */
     int fd;
     struct event *ev;
     bool is_enabled;
@@ -42,6 +44,7 @@ static void lb_worker_on_accept(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_notify(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_sync_listeners(struct lb_worker *w);
 
 /* ------------------------------------------------------------- the limit */
 
@@ -124,13 +127,52 @@ lb_limit_release(struct lb_daemon *d)
 
 /* ------------------------------------------------------------- lifecycle */
 
+/* Listeners for every frontend of g, on this worker's socket of each
+ * address. A listener of the old set (old, nold) on the same address is
+ * taken over (its socket stays open: no refused connection during a
+ * reload); the sockets of addresses g no longer has are closed. */
+static int
+lb_worker_listeners_build(struct lb_worker *w, struct lb_gen *g,
+                          struct lb_listener *old, size_t nold)
+{
+    size_t n = g->conf->nfrontends;
+    struct lb_listener *ls = calloc(n ? n : 1, sizeof(*ls));
+
+    if (ls == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct lb_listener *l = &ls[i];
+
+        l->w = w;
+        l->fe = &g->frontends[i];
+        l->listen = l->fe->listen;
+        l->fd = l->listen->fds[w->id];
+        for (size_t k = 0; k < nold; k++) {
+            if (old[k].listen == l->listen && old[k].ev != NULL) {
+                event_free(old[k].ev);      /* its socket is taken over */
+                old[k].ev = NULL;
+                old[k].listen = NULL;
+            }
+        }
+        l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, l);
+        if (l->ev == NULL) {
+            for (size_t k = 0; k < i; k++)
+                event_free(ls[k].ev);
+            free(ls);
+            return -1;
+        }
+    }
+    w->listeners = ls;
+    w->nlisteners = n;
+    return 0;
+}
+
 int
 lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
                char *err, size_t errlen)
 {
     struct lb_gen *g = d->gen;
     const struct conf *c = g->conf;
-    char lerr[128];
 
     w->id = id;
     w->daemon = d;
@@ -145,10 +187,8 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->retry_accept_ev = evtimer_new(w->base, lb_worker_on_retry_accept, w);
     w->drain_ev = evtimer_new(w->base, lb_worker_on_drain_timer, w);
     w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
-    w->listeners = calloc(c->nfrontends ? c->nfrontends : 1, sizeof(*w->listeners));
     if (w->notify_ev == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
-        w->cursors == NULL ||
-        w->listeners == NULL) {
+        w->cursors == NULL || lb_worker_listeners_build(w, g, NULL, 0) == -1) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -161,26 +201,7 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
             return -1;
         }
     }
-    for (size_t i = 0; i < c->nfrontends; i++) {
-        struct lb_listener *l = &w->listeners[i];
-        const struct conf_addr *a = &c->frontends[i].listen;
-
-        l->w = w;
-        l->fe = &g->frontends[i];
-        l->fd = lb_net_listen((const struct sockaddr *)&a->ss, a->len, true, lerr,
-                              sizeof(lerr));
-        if (l->fd < 0) {
-            snprintf(err, errlen, "frontend %s: listen on %s: %s",
-                     c->frontends[i].name, a->text, lerr);
-            return -1;
-        }
-        l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, l);
-        if (l->ev == NULL || event_add(l->ev, NULL) == -1) {
-            snprintf(err, errlen, "frontend %s: event_add failed", c->frontends[i].name);
-            return -1;
-        }
-        l->is_enabled = true;
-    }
+    lb_worker_sync_listeners(w);
     return 0;
 }
 
@@ -210,38 +231,92 @@ lb_worker_start(struct lb_worker *w)
     return 0;
 }
 
+/* Stops accepting and closes this worker's socket of each listener in
+ * ls (those not taken over by a newer set). */
+static void
+lb_worker_listeners_close(struct lb_worker *w, struct lb_listener *ls, size_t n)
+{
+    for (size_t i = 0; ls != NULL && i < n; i++) {
+        struct lb_listener *l = &ls[i];
+
+        if (l->ev != NULL)
+            event_free(l->ev);
+        l->ev = NULL;
+        if (l->listen != NULL && l->listen->fds[w->id] >= 0) {
+            close(l->listen->fds[w->id]);
+            l->listen->fds[w->id] = -1;
+        }
+        l->listen = NULL;
+        l->is_enabled = false;
+    }
+}
+
 static void
 lb_worker_close_listeners(struct lb_worker *w)
 {
-    if (w->listeners == NULL)
-        return;
-    for (size_t i = 0; i < w->gen->conf->nfrontends; i++) {
-        struct lb_listener *l = &w->listeners[i];
+    lb_worker_listeners_close(w, w->listeners, w->nlisteners);
+}
 
-        if (l->ev != NULL) {
-            event_free(l->ev);
-            l->ev = NULL;
-        }
-        if (l->fd >= 0 && l->w != NULL) {
-            close(l->fd);
-            l->fd = -1;
-        }
-        l->is_enabled = false;
+static void
+lb_worker_cursors_free(struct lb_worker *w)
+{
+    if (w->cursors == NULL)
+        return;
+    for (size_t i = 0; i < w->gen->conf->npools; i++)
+        bal_cursor_free(w->cursors[i]);
+    free(w->cursors);
+    w->cursors = NULL;
+}
+
+/* Moves the worker to generation ng (whose reference it now owns): new
+ * listeners and cursors; the old generation lives on in its sessions. */
+static void
+lb_worker_switch(struct lb_worker *w, struct lb_gen *ng)
+{
+    struct lb_listener *old = w->listeners;
+    size_t nold = w->nlisteners;
+    struct bal_cursor **cursors = calloc(ng->conf->npools ? ng->conf->npools : 1,
+                                         sizeof(*cursors));
+    bool ok = cursors != NULL;
+
+    for (size_t i = 0; ok && i < ng->conf->npools; i++) {
+        cursors[i] = bal_cursor_new(ng->pools[i].bal, w->id);
+        ok = cursors[i] != NULL;
     }
+    if (!ok || lb_worker_listeners_build(w, ng, old, nold) == -1) {
+        /* Out of memory: stay on the old generation, which still serves. */
+        for (size_t i = 0; cursors != NULL && i < ng->conf->npools; i++)
+            bal_cursor_free(cursors[i]);
+        free(cursors);
+        lb_gen_unref(ng);
+        lb_log(CONF_LOG_ERROR, "reload_worker_failed", "worker=%u error=\"out of memory\"", w->id);
+        return;
+    }
+    lb_worker_listeners_close(w, old, nold);
+    free(old);
+    lb_worker_cursors_free(w);
+    w->cursors = cursors;
+    lb_gen_unref(w->gen);
+    w->gen = ng;
+    if (w->is_stopping)
+        lb_worker_close_listeners(w);
+    else
+        lb_worker_sync_listeners(w);
 }
 
 void
 lb_worker_fini(struct lb_worker *w)
 {
-    lb_worker_close_listeners(w);
+    struct lb_gen *pending = atomic_exchange(&w->pending_gen, NULL);
+
+    if (pending != NULL)
+        lb_gen_unref(pending);
+    if (w->gen != NULL) {
+        lb_worker_close_listeners(w);
+        lb_worker_cursors_free(w);
+    }
     free(w->listeners);
     w->listeners = NULL;
-    if (w->cursors != NULL) {
-        for (size_t i = 0; i < w->gen->conf->npools; i++)
-            bal_cursor_free(w->cursors[i]);
-        free(w->cursors);
-        w->cursors = NULL;
-    }
     while (w->free_bufs != NULL) {
         struct lb_buf *b = w->free_bufs;
         w->free_bufs = b->next;
@@ -280,7 +355,7 @@ lb_worker_sync_listeners(struct lb_worker *w)
     bool want = !w->is_stopping && !w->is_accept_paused_emfile &&
                 !atomic_load(&w->daemon->limit.paused);
 
-    for (size_t i = 0; i < w->gen->conf->nfrontends; i++) {
+    for (size_t i = 0; i < w->nlisteners; i++) {
         struct lb_listener *l = &w->listeners[i];
 
         if (l->ev == NULL || l->is_enabled == want)
@@ -394,6 +469,14 @@ static void
 lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_worker *w = arg;
+    struct lb_gen *ng = atomic_exchange(&w->pending_gen, NULL);
+
+    if (ng != NULL) {
+        uint64_t number = ng->number;
+
+        lb_worker_switch(w, ng);
+        atomic_store(&w->gen_number, number);   /* main waits for this */
+    }
 
     if (atomic_load(&w->stop_requested) && !w->is_stopping) {
         /* Closing (not just disabling) the sockets makes the kernel refuse

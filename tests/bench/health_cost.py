@@ -31,8 +31,10 @@ Usage:
 
 Options (defaults in brackets): --lb PATH [build/lb], --servers N [10000],
 --threads LIST [1,2], --log-levels LIST [debug,info], --duration S [18],
---warmup S [3], --backends K [2], --port-base P [20000], --json FILE (all
-numbers, per run), --keep (keep the work dir: configs, lb logs, timings).
+--warmup S [3], --backends K [2], --port-base P [20000], --pin-lb CPUS and
+--pin-backends CPUS (sched_setaffinity, e.g. 0 and 1, to keep lb and the
+backends off each other's CPU), --json FILE (all numbers, per run), --keep
+(keep the work dir: configs, lb logs, timings).
 
 Notes:
   - The fd hard limit here is 20000 and cannot be raised; every process
@@ -47,8 +49,10 @@ Notes:
   - Interval stats use intervals whose both ends fall in the steady window.
     The "arrival" time is the kernel timestamp of the request's segment;
     "queue" is how long it then waited for the Python backend.
-  - The machine may be shared: the "other CPU" column is the load of
-    processes that are not part of this benchmark during the window.
+  - The machine may be shared: "other procs CPU" is the CPU time of
+    processes that are not part of this benchmark during the window
+    (machine busy time minus irq/softirq minus lb, backends and this
+    script), in % of one core; "softirq" is mostly loopback TCP.
 """
 
 import argparse
@@ -283,12 +287,13 @@ def read_dump(path):
 
 
 class Backend:
-    def __init__(self, i, port_lo, port_hi, count, workdir):
+    def __init__(self, i, port_lo, port_hi, count, workdir, cpus=None):
         self.out = os.path.join(workdir, "backend%d.bin" % i)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--backend-child",
              str(port_lo), str(port_hi), str(count), self.out],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("backend %d died at start" % i)
@@ -405,7 +410,7 @@ def parse_lb_log(path, wall0, wall1, timeout_ms=1000.0):
     r = {"checks": 0, "checks_window": 0, "failed": 0, "server_down": 0,
          "server_up": 0, "warn_error_events": {}, "failed_samples": [],
          "down_samples": [], "failed_details": {}, "failed_at_s": {},
-         "passed_after_timeout": 0}
+         "passed_after_timeout": 0, "server_down_at_s": {}, "server_up_at_s": {}}
     lags, durs = [], []
     starts = {}
     per_sec_lag = {}
@@ -444,6 +449,8 @@ def parse_lb_log(path, wall0, wall1, timeout_ms=1000.0):
                         per_sec_lag[s] = lag
             elif event in ("server_down", "server_up"):
                 r[event] += 1
+                sec = "%d" % ((parse_ts(m.group(1)) - wall0) // 1)
+                r[event + "_at_s"][sec] = r[event + "_at_s"].get(sec, 0) + 1
                 if event == "server_down" and len(r["down_samples"]) < 5:
                     r["down_samples"].append(line.strip())
             if level in ("warn", "error") and event != "server_down":
@@ -541,7 +548,7 @@ def run_one(args, threads, log_level, workdir):
         lo = args.port_base
         for i, n in enumerate(per):
             hi = lo + int(n * 1.25) + 100
-            backends.append(Backend(i, lo, hi, n, workdir))
+            backends.append(Backend(i, lo, hi, n, workdir, args.pin_backends))
             lo = hi
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             eph_lo = int(f.read().split()[0])
@@ -561,8 +568,10 @@ def run_one(args, threads, log_level, workdir):
         log_path = os.path.join(workdir, "lb-%s.log" % tag)
         net0 = net_counters()
         with open(log_path, "wb") as logf:
+            pin = args.pin_lb
             lb = subprocess.Popen([args.lb, "-c", conf], stdout=logf, stderr=logf,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         t_start = time.monotonic()
         t_ready = wait_ready(lb, log_path, 60)
         bpids = [b.proc.pid for b in backends]
@@ -731,19 +740,20 @@ def print_tables(results):
     print()
     print("| threads | log | health CPU % (per thread) | lb CPU % | checks/s | "
           "interval min / p50 / p99 / max ms | mean drift ms | lag_ms p50 / p99 / max | "
-          "failed | server_down |")
+          "failed | server_down (whole run) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         iv = r["interval_ms"] or {}
         lag = r["lb_log"]["lag_ms"]
         lag_s = "%s / %s / %s" % (f1(lag["p50"]), f1(lag["p99"]), f1(lag["max"])) if lag else "n/a (info)"
-        print("| %d | %s | %.1f (%s) | %.1f | %.0f | %s / %s / %s / %s | %+.1f | %s | %d | %d |" % (
+        print("| %d | %s | %.1f (%s) | %.1f | %.0f | %s / %s / %s / %s | %+.1f | %s | %s | %d |" % (
             r["threads"], r["log_level"], r["health_cpu_pct"],
             ", ".join("%.1f" % x for x in r["health_cpu_pct_per_thread"]),
             r["lb_cpu_pct"], r["backend_checks_per_s"],
             f1(iv.get("min")), f1(iv.get("p50")), f1(iv.get("p99")), f1(iv.get("max")),
             iv.get("drift_ms", float("nan")), lag_s,
-            r["lb_log"]["failed"], r["lb_log"]["server_down"]))
+            str(r["lb_log"]["failed"]) if r["log_level"] == "debug" else "n/a (info)",
+            r["lb_log"]["server_down"]))
     print()
     print("| threads | log | lb other threads CPU % | probe duration_ms p50 / p99 / max | "
           "backend CPU % | backend loop busy % | backend queue ms p50 / p99 / max | "
@@ -770,7 +780,9 @@ def print_tables(results):
         if lg["failed_samples"]:
             notes.append("failed e.g.: %s" % lg["failed_samples"][0])
         if lg["down_samples"]:
-            notes.append("server_down e.g.: %s" % lg["down_samples"][0])
+            notes.append("server_down e.g.: %s; server_down / server_up by second of the window "
+                         "(negative = warm-up): %s / %s" % (lg["down_samples"][0], lg["server_down_at_s"],
+                                                            lg["server_up_at_s"]))
         if r["servers_never_checked"]:
             notes.append("%d servers never checked" % r["servers_never_checked"])
         net = {k: v for k, v in r["net"].items() if v}
@@ -815,6 +827,10 @@ def main():
     ap.add_argument("--backends", type=int, default=2, choices=[1, 2, 3, 4])
     ap.add_argument("--port-base", type=int, default=20000)
     ap.add_argument("--sample-every", type=float, default=1.0)
+    ap.add_argument("--pin-lb", type=lambda v: {int(x) for x in v.split(",")},
+                    help="CPU list for lb (sched_setaffinity), e.g. 0")
+    ap.add_argument("--pin-backends", type=lambda v: {int(x) for x in v.split(",")},
+                    help="CPU list for the backend processes, e.g. 1")
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()

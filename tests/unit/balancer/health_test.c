@@ -94,6 +94,29 @@ test_flapping(void)
 }
 
 static void
+test_pending(void)
+{
+    struct bal_health h;
+    uint64_t t = 0;
+
+    /* added by a reload: out until the first pass, whatever rise says */
+    bal_health_init_pending(&h, 3, 2);
+    CHECK(!bal_health_is_up(&h));
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_WENT_UP);
+    CHECK(bal_health_is_up(&h));
+
+    /* a first failure leaves it down, with no change to report */
+    bal_health_init_pending(&h, 3, 2);
+    CHECK_EQ_INT(bal_health_apply(&h, false, t++), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_DOWN);
+    CHECK(!bal_health_is_up(&h));
+    /* and from there it needs rise passes like any down server */
+    CHECK_EQ_INT(feed(&h, "++", &t), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(bal_health_apply(&h, true, t++), BAL_HEALTH_WENT_UP);
+    CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_PENDING), "pending");
+}
+
+static void
 test_names(void)
 {
     CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_STARTING), "starting");
@@ -108,6 +131,7 @@ main(void)
     test_exact_fall();
     test_exact_rise();
     test_flapping();
+    test_pending();
     test_names();
     return CHECK_DONE();
 }
