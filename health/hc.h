@@ -77,6 +77,14 @@ int hc_start(struct hc *hc);
  * of one target come in the order their probes started. Any thread. */
 size_t hc_take_results(struct hc *hc, struct hc_result **out);
 
+/* Replaces the set of targets, after hc_start: an id missing from specs is
+ * removed (a probe in flight is dropped), an id already known takes the new
+ * settings from its next probe and keeps its schedule, a new id is probed
+ * at once. -1 with err set (a CA file that cannot be loaded, memory), and
+ * then nothing changed. Main thread. */
+int hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err,
+              size_t errlen);
+
 /* Asks for a probe of target id now, out of schedule (live traffic saw it
  * fail). Ignored when a probe of it is already in flight; the schedule is
  * unchanged. Any thread, after hc_start. */

@@ -28,6 +28,7 @@ struct hc_target {
     uint64_t seq;
     struct hc_probe *probe;         /* in flight, or NULL */
     uint64_t skipped;               /* slots lost to a probe still running */
+    bool is_adopted;                /* on its thread's list (thread only) */
 };
 
 struct hc_thread {
@@ -43,6 +44,15 @@ struct hc_thread {
     uint32_t *now_ids;
     size_t nnow, capnow;
     struct event *now_ev;
+    struct event *stop_ev;              /* hc_free ends the loop with it */
+
+    /* hc_update's changes for this thread, under now_lock */
+    struct hc_op {
+        struct hc_target *tg;           /* to adopt, NULL for a removal */
+        struct hc_target *old;          /* it replaces / to remove */
+    } *ops;
+    size_t nops, capops;
+    struct event *ops_ev;
 };
 
 uint64_t hc_now_ms(void);

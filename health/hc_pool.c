@@ -36,7 +36,10 @@ struct hc {
     struct hc_tls *tls;             /* main thread, before start */
     hc_notify_pt notify;
     void *notify_arg;
-    struct hc_target **by_id;       /* read-only after hc_start */
+    pthread_mutex_t map_lock;       /* guards by_id: main replaces it on
+                                       update, workers and health threads
+                                       read it */
+    struct hc_target **by_id;
     size_t nby_id;
 
     pthread_mutex_t lock;           /* guards the queue below */
@@ -46,6 +49,9 @@ struct hc {
 
 static void hc_target_on_timer(evutil_socket_t fd, short what, void *arg);
 static void hc_thread_on_now(evutil_socket_t fd, short what, void *arg);
+static void hc_thread_on_stop(evutil_socket_t fd, short what, void *arg);
+static void hc_thread_on_ops(evutil_socket_t fd, short what, void *arg);
+static void hc_target_arm(struct hc_target *tg, uint64_t now);
 
 uint64_t
 hc_now_ms(void)
@@ -90,6 +96,7 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
     hc->notify = notify;
     hc->notify_arg = notify_arg;
     pthread_mutex_init(&hc->lock, NULL);
+    pthread_mutex_init(&hc->map_lock, NULL);
     hc->threads = calloc(threads, sizeof(*hc->threads));
     if (hc->threads == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -100,10 +107,16 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
         hc->threads[i].hc = hc;
         pthread_mutex_init(&hc->threads[i].now_lock, NULL);
         hc->threads[i].base = hc_base_new();
-        if (hc->threads[i].base != NULL)
+        if (hc->threads[i].base != NULL) {
             hc->threads[i].now_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_now,
                                               &hc->threads[i]);
-        if (hc->threads[i].base == NULL || hc->threads[i].now_ev == NULL) {
+            hc->threads[i].stop_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_stop,
+                                               &hc->threads[i]);
+            hc->threads[i].ops_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_ops,
+                                              &hc->threads[i]);
+        }
+        if (hc->threads[i].base == NULL || hc->threads[i].now_ev == NULL ||
+            hc->threads[i].stop_ev == NULL || hc->threads[i].ops_ev == NULL) {
             snprintf(err, errlen, "event_base_new failed");
             hc_free(hc);
             return NULL;
@@ -195,16 +208,17 @@ hc_target_free(struct hc_target *tg)
     free(tg);
 }
 
-int
-hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
+/* Builds a target for thread th (not yet on its list). Main thread. */
+static struct hc_target *
+hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
+              char *err, size_t errlen)
 {
-    struct hc_thread *th = &hc->threads[hc->next_thread];
     struct hc_target *tg = calloc(1, sizeof(*tg));
     int n;
 
     if (tg == NULL) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     tg->thread = th;
     tg->spec = *spec;
@@ -232,34 +246,205 @@ hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
         if (tg->ssl_ctx == NULL)
             goto fail;
     }
+    return tg;
+fail:
+    hc_target_free(tg);
+    return NULL;
+}
+
+static int
+hc_thread_append(struct hc_thread *th, struct hc_target *tg)
+{
     if (th->ntargets == th->cap) {
         size_t cap = th->cap ? th->cap * 2 : 16;
         struct hc_target **t = realloc(th->targets, cap * sizeof(*t));
-        if (t == NULL) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
+        if (t == NULL)
+            return -1;
         th->targets = t;
         th->cap = cap;
     }
-    if (spec->id >= hc->nby_id) {
-        size_t nb = (size_t)spec->id + 1 > hc->nby_id * 2 ? (size_t)spec->id + 1 : hc->nby_id * 2;
-        struct hc_target **b = realloc(hc->by_id, nb * sizeof(*b));
-        if (b == NULL) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
+    th->targets[th->ntargets++] = tg;
+    tg->is_adopted = true;
+    return 0;
+}
+
+static void
+hc_thread_forget(struct hc_thread *th, struct hc_target *tg)
+{
+    for (size_t i = 0; i < th->ntargets; i++) {
+        if (th->targets[i] == tg) {
+            th->targets[i] = th->targets[--th->ntargets];
+            break;
         }
-        memset(b + hc->nby_id, 0, (nb - hc->nby_id) * sizeof(*b));
-        hc->by_id = b;
-        hc->nby_id = nb;
+    }
+    hc_target_free(tg);
+}
+
+/* Makes by_id hold at least n entries. Caller holds map_lock or is the
+ * only thread (before start). */
+static int
+hc_map_reserve(struct hc *hc, size_t n)
+{
+    struct hc_target **b;
+    size_t nb;
+
+    if (n <= hc->nby_id)
+        return 0;
+    nb = n > hc->nby_id * 2 ? n : hc->nby_id * 2;
+    b = realloc(hc->by_id, nb * sizeof(*b));
+    if (b == NULL)
+        return -1;
+    memset(b + hc->nby_id, 0, (nb - hc->nby_id) * sizeof(*b));
+    hc->by_id = b;
+    hc->nby_id = nb;
+    return 0;
+}
+
+int
+hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
+{
+    struct hc_thread *th = &hc->threads[hc->next_thread];
+    struct hc_target *tg = hc_target_new(hc, th, spec, err, errlen);
+
+    if (tg == NULL)
+        return -1;
+    if (hc_map_reserve(hc, (size_t)spec->id + 1) == -1 || hc_thread_append(th, tg) == -1) {
+        snprintf(err, errlen, "out of memory");
+        hc_target_free(tg);
+        return -1;
     }
     hc->by_id[spec->id] = tg;
-    th->targets[th->ntargets++] = tg;
     hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
     return 0;
-fail:
-    hc_target_free(tg);
-    return -1;
+}
+
+/* ---------------------------------------------------------------- update */
+
+/* Queues an op for a health thread; it applies it on its own loop. */
+static int
+hc_thread_post(struct hc_thread *th, struct hc_target *tg, struct hc_target *old)
+{
+    bool was_empty;
+
+    pthread_mutex_lock(&th->now_lock);
+    if (th->nops == th->capops) {
+        size_t cap = th->capops ? th->capops * 2 : 64;
+        struct hc_op *ops = realloc(th->ops, cap * sizeof(*ops));
+        if (ops == NULL) {
+            pthread_mutex_unlock(&th->now_lock);
+            return -1;
+        }
+        th->ops = ops;
+        th->capops = cap;
+    }
+    was_empty = th->nops == 0;
+    th->ops[th->nops++] = (struct hc_op){ .tg = tg, .old = old };
+    pthread_mutex_unlock(&th->now_lock);
+    if (was_empty)
+        event_active(th->ops_ev, EV_READ, 0);
+    return 0;
+}
+
+static void
+hc_thread_on_ops(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_thread *th = arg;
+    uint64_t now = hc_now_ms();
+    struct hc_op *ops;
+    size_t n;
+
+    pthread_mutex_lock(&th->now_lock);
+    ops = th->ops;
+    n = th->nops;
+    th->ops = NULL;
+    th->nops = th->capops = 0;
+    pthread_mutex_unlock(&th->now_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct hc_target *tg = ops[i].tg, *old = ops[i].old;
+
+        if (tg == NULL) {                       /* removal */
+            hc_thread_forget(th, old);
+            continue;
+        }
+        if (old != NULL) {
+            /* Same server, new settings: keep its schedule and sequence
+             * (results are ordered by it); a probe in flight on the old
+             * settings is dropped. */
+            tg->planned_ms = old->planned_ms;
+            tg->seq = old->seq;
+            hc_thread_forget(th, old);
+        } else {
+            tg->planned_ms = now;               /* a new server: probe now */
+        }
+        if (hc_thread_append(th, tg) == -1) {
+            hc_target_free(tg);                 /* out of memory: unchecked */
+            continue;
+        }
+        hc_target_arm(tg, now);
+    }
+    free(ops);
+}
+
+int
+hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err, size_t errlen)
+{
+    struct hc_target **built = calloc(n ? n : 1, sizeof(*built));
+    struct hc_target **map = NULL;
+    size_t nmap = 0;
+    bool ok = true;
+
+    if (built == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        nmap = specs[i].id + 1 > nmap ? specs[i].id + 1 : nmap;
+    map = calloc(nmap ? nmap : 1, sizeof(*map));
+    ok = map != NULL;
+    /* Build everything first: a bad CA file fails the update (and the
+     * reload) before anything changed. A server keeps its thread. */
+    for (size_t i = 0; ok && i < n; i++) {
+        struct hc_target *old = specs[i].id < hc->nby_id ? hc->by_id[specs[i].id] : NULL;
+        struct hc_thread *th = old != NULL ? old->thread : &hc->threads[hc->next_thread];
+
+        if (old == NULL)
+            hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
+        built[i] = hc_target_new(hc, th, &specs[i], err, errlen);
+        ok = built[i] != NULL;
+    }
+    if (!ok) {
+        if (map == NULL)
+            snprintf(err, errlen, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            hc_target_free(built[i]);
+        free(built);
+        free(map);
+        return -1;
+    }
+
+    pthread_mutex_lock(&hc->map_lock);
+    for (size_t i = 0; i < n; i++)
+        map[specs[i].id] = built[i];
+    for (size_t id = 0; id < hc->nby_id; id++) {
+        struct hc_target *old = hc->by_id[id];
+
+        if (old == NULL)
+            continue;
+        if (id < nmap && map[id] != NULL)
+            hc_thread_post(old->thread, map[id], old);
+        else
+            hc_thread_post(old->thread, NULL, old);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (specs[i].id >= hc->nby_id || hc->by_id[specs[i].id] == NULL)
+            hc_thread_post(built[i]->thread, built[i], NULL);
+    }
+    free(hc->by_id);
+    hc->by_id = map;
+    hc->nby_id = nmap;
+    pthread_mutex_unlock(&hc->map_lock);
+    free(built);
+    return 0;
 }
 
 /* ------------------------------------------------------------ scheduling */
@@ -305,13 +490,15 @@ hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
 void
 hc_probe_now(struct hc *hc, uint32_t id)
 {
-    struct hc_target *tg = id < hc->nby_id ? hc->by_id[id] : NULL;
-    struct hc_thread *th;
+    struct hc_thread *th = NULL;
     bool was_empty;
 
-    if (tg == NULL)
+    pthread_mutex_lock(&hc->map_lock);
+    if (id < hc->nby_id && hc->by_id[id] != NULL)
+        th = hc->by_id[id]->thread;     /* threads live as long as hc */
+    pthread_mutex_unlock(&hc->map_lock);
+    if (th == NULL)
         return;
-    th = tg->thread;
     pthread_mutex_lock(&th->now_lock);
     if (th->nnow == th->capnow) {
         size_t cap = th->capnow ? th->capnow * 2 : 16;
@@ -344,12 +531,26 @@ hc_thread_on_now(evutil_socket_t fd, short what, void *arg)
     th->nnow = th->capnow = 0;
     pthread_mutex_unlock(&th->now_lock);
     for (size_t i = 0; i < n; i++) {
-        struct hc_target *tg = th->hc->by_id[ids[i]];
+        struct hc_target *tg;
 
-        if (tg->probe == NULL)      /* one in flight answers soon anyway */
+        pthread_mutex_lock(&th->hc->map_lock);
+        tg = ids[i] < th->hc->nby_id ? th->hc->by_id[ids[i]] : NULL;
+        pthread_mutex_unlock(&th->hc->map_lock);
+        /* Only a target this thread already runs (an update may have
+         * replaced it with one not adopted yet); one in flight answers
+         * soon anyway. */
+        if (tg != NULL && tg->thread == th && tg->is_adopted && tg->probe == NULL)
             hc_probe_start(tg, 0.0);
     }
     free(ids);
+}
+
+static void
+hc_thread_on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    struct hc_thread *th = arg;
+
+    event_base_loopbreak(th->base);
 }
 
 static void *
@@ -440,9 +641,19 @@ hc_free(struct hc *hc)
         struct hc_thread *th = &hc->threads[i];
 
         if (th->is_running) {
-            event_base_loopbreak(th->base);     /* thread-safe: evthread */
+            /* Through an event, not event_base_loopbreak(): a loop that
+             * has not started yet clears the break flag when it starts. */
+            event_active(th->stop_ev, EV_READ, 0);
             pthread_join(th->thread, NULL);
         }
+        if (th->stop_ev != NULL)
+            event_free(th->stop_ev);
+        if (th->ops_ev != NULL)
+            event_free(th->ops_ev);
+        /* ops never applied: their new targets are ours to free */
+        for (size_t k = 0; k < th->nops; k++)
+            hc_target_free(th->ops[k].tg);
+        free(th->ops);
         for (size_t k = 0; k < th->ntargets; k++)
             hc_target_free(th->targets[k]);
         free(th->targets);
@@ -464,5 +675,6 @@ hc_free(struct hc *hc)
     }
     free(hc->queue);
     pthread_mutex_destroy(&hc->lock);
+    pthread_mutex_destroy(&hc->map_lock);
     free(hc);
 }

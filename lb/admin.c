@@ -8,7 +8,7 @@
  *   GET  /metrics          Prometheus text format
  *   GET  /healthz          "ok"
  *   POST /pools/{pool}/servers/{server}/{disable|drain|enable}
- *   POST /reload           501 until reload lands
+ *   POST /reload           the same as SIGHUP, answered with its outcome
  *
  * Server state is read and changed under daemon->state_lock (see server.c);
  * counters written by the workers are atomics read without a lock.
@@ -43,6 +43,7 @@ struct lb_admin {
     bool is_running;
     struct event_base *base;
     struct evhttp *http;
+    struct event *stop_ev;              /* lb_admin_stop ends the loop */
 };
 
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
@@ -52,6 +53,7 @@ void lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
 void lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
                           struct evbuffer *out);
 void lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
+void lb_json_str(struct evbuffer *out, const char *s);
 
 static void
 lb_admin_reply(struct evhttp_request *req, int code, const char *reason,
@@ -83,20 +85,27 @@ lb_admin_error(struct evhttp_request *req, int code, const char *reason,
 static bool
 lb_admin_authorized(struct lb_admin *a, struct evhttp_request *req)
 {
-    const char *token = a->d->gen->conf->admin.token;
-    const char *auth;
-    size_t tlen = strlen(token), alen;
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Authorization");
+    const char *token;
+    size_t tlen, alen;
+    bool ok;
 
-    if (tlen == 0)
-        return true;
-    auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
-        return false;
-    auth += 7;
-    alen = strlen(auth);
+    if (auth != NULL && strncmp(auth, "Bearer ", 7) == 0)
+        auth += 7;
+    else
+        auth = NULL;
+    /* The token comes from the current generation: a reload may change it,
+     * and swaps the generation under this lock. */
+    pthread_mutex_lock(&a->d->state_lock);
+    token = a->d->gen->conf->admin.token;
+    tlen = strlen(token);
+    alen = auth != NULL ? strlen(auth) : 0;
     /* Constant time over the token's length: the time taken tells an
      * attacker nothing about how many leading bytes matched. */
-    return alen == tlen && CRYPTO_memcmp(auth, token, tlen) == 0;
+    ok = tlen == 0 || (auth != NULL && alen == tlen && CRYPTO_memcmp(auth, token, tlen) == 0);
+    pthread_mutex_unlock(&a->d->state_lock);
+    return ok;
 }
 
 /* Splits "/pools/P/servers/S/ACTION" into its parts (in buf). */
@@ -212,6 +221,36 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
     evbuffer_free(b);
 }
 
+/* The same as SIGHUP, answered with its outcome: 200, or 400 with the
+ * config errors (the old config keeps serving). The admin thread waits for
+ * main; the data path does not. */
+static void
+lb_admin_reload(struct lb_admin *a, struct evhttp_request *req)
+{
+    struct evbuffer *b = evbuffer_new();
+    char msg[1024];
+    uint64_t generation;
+
+    if (b == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    if (lb_reload_request(a->d, msg, sizeof(msg)) == 0) {
+        pthread_mutex_lock(&a->d->state_lock);
+        generation = a->d->gen->number;
+        pthread_mutex_unlock(&a->d->state_lock);
+        evbuffer_add_printf(b, "{\"reloaded\":true,\"generation\":%llu}\n",
+                            (unsigned long long)generation);
+        lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
+    } else {
+        evbuffer_add(b, "{\"error\":", 9);
+        lb_json_str(b, msg);
+        evbuffer_add(b, "}\n", 2);
+        lb_admin_reply(req, HTTP_BADREQUEST, "Bad Request", "application/json", b);
+    }
+    evbuffer_free(b);
+}
+
 static void
 lb_admin_get(struct lb_admin *a, struct evhttp_request *req, const char *path)
 {
@@ -267,7 +306,7 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         } else if (!lb_admin_authorized(a, req)) {
             lb_admin_error(req, 401, "Unauthorized", "unauthorized: send Authorization: Bearer <token>");
         } else {
-            lb_admin_error(req, 501, "Not Implemented", "reload is not implemented yet");
+            lb_admin_reload(a, req);
         }
         return;
     }
@@ -292,6 +331,14 @@ lb_admin_bevcb(struct event_base *base, void *arg)
     if (bev != NULL)
         bufferevent_setwatermark(bev, EV_READ, 0, LB_ADMIN_MAX_HEADERS * 2);
     return bev;
+}
+
+static void
+lb_admin_on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_admin *a = arg;
+
+    event_base_loopbreak(a->base);
 }
 
 static void *
@@ -334,7 +381,8 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     a->d = d;
     a->base = event_base_new();
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;
-    if (a->http == NULL) {
+    a->stop_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_stop, a) : NULL;
+    if (a->http == NULL || a->stop_ev == NULL) {
         snprintf(err, errlen, "admin: evhttp_new failed");
         return -1;
     }
@@ -377,9 +425,13 @@ lb_admin_stop(struct lb_daemon *d)
     if (a == NULL)
         return;
     if (a->is_running) {
-        event_base_loopbreak(a->base);
+        /* Through an event, not event_base_loopbreak(): a loop that has not
+         * started yet clears the break flag when it starts. */
+        event_active(a->stop_ev, EV_READ, 0);
         pthread_join(a->thread, NULL);
     }
+    if (a->stop_ev != NULL)
+        event_free(a->stop_ev);
     if (a->http != NULL)
         evhttp_free(a->http);
     if (a->base != NULL)

@@ -19,6 +19,7 @@ void lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
 void lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
                           struct evbuffer *out);
 void lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
+void lb_json_str(struct evbuffer *out, const char *s);
 
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
@@ -34,7 +35,7 @@ lb_stats_now(void)
 
 /* A JSON string, escaped whatever it holds (RFC 8259: quote, backslash and
  * control characters; bytes >= 0x80 pass as they are). */
-static void
+void
 lb_json_str(struct evbuffer *out, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -116,9 +117,13 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
 void
 lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
 {
-    const struct lb_gen *g = d->gen;
+    const struct lb_gen *g;
     double now = lb_stats_now();
 
+    /* The whole answer under the lock: a reload swaps d->gen under it, and
+     * the health figures change under it. */
+    pthread_mutex_lock(&d->state_lock);
+    g = d->gen;
     evbuffer_add_printf(out, "{\"version\":\"%s\",\"uptime_s\":", LB_VERSION);
     lb_json_num(out, now - d->started_at);
     LB_ADD_LIT(out, ",\"frontends\":[");
@@ -138,7 +143,6 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
     }
     LB_ADD_LIT(out, "],\"pools\":[");
-    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < g->conf->npools; i++) {
         const struct lb_pool *p = &g->pools[i];
 
@@ -161,16 +165,59 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         }
         LB_ADD_LIT(out, "]}");
     }
+    /* Servers a reload removed, while their last connections drain; each
+     * disappears with its last connection. A removed server may sit in
+     * several replaced generations: list it once. */
+    LB_ADD_LIT(out, "],\"removed_servers\":[");
+    {
+        const struct lb_backend *seen[64];
+        size_t nseen = 0;
+        bool first = true;
+
+        for (size_t r = d->nretired; r-- > 0;) {
+            const struct lb_gen *og = d->retired[r];
+
+            for (size_t i = 0; i < og->nservers; i++) {
+                const struct lb_server *srv = og->servers[i];
+                bool dup = false;
+
+                if (!srv->b->is_removed || atomic_load(&srv->b->active) == 0)
+                    continue;
+                for (size_t k = 0; k < nseen && !dup; k++)
+                    dup = seen[k] == srv->b;
+                if (dup)
+                    continue;
+                if (nseen < sizeof(seen) / sizeof(seen[0]))
+                    seen[nseen++] = srv->b;
+                if (!first)
+                    LB_ADD_LIT(out, ",");
+                first = false;
+                LB_ADD_LIT(out, "{\"pool\":");
+                lb_json_str(out, srv->pool->conf->name);
+                LB_ADD_LIT(out, ",\"server\":");
+                lb_admin_server_json(d, srv, out);
+                LB_ADD_LIT(out, "}");
+            }
+        }
+    }
     evbuffer_add_printf(out, "],\"health\":{\"checks_total\":%llu,\"detections_down\":%llu,"
                         "\"detections_up\":%llu,\"lag_ms_mean\":",
                         (unsigned long long)d->health.checks,
                         (unsigned long long)d->health.detection_down.count,
                         (unsigned long long)d->health.detection_up.count);
     lb_json_num(out, d->health.lag.count ? d->health.lag.sum_ms / (double)d->health.lag.count : 0);
-    pthread_mutex_unlock(&d->state_lock);
     evbuffer_add_printf(out, "},\"connections\":{\"active\":%u,\"max\":%u},"
-                        "\"reloads\":{\"ok\":0,\"failed\":0,\"last_error\":null}}\n",
-                        LB_LOAD(d->limit.active), d->limit.max);
+                        "\"reloads\":{\"ok\":%llu,\"failed\":%llu,\"generation\":%llu,"
+                        "\"last_error\":",
+                        LB_LOAD(d->limit.active), LB_LOAD(d->limit.max),
+                        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed,
+                        (unsigned long long)g->number);
+    if (d->reload_error != NULL)
+        lb_json_str(out, d->reload_error);
+    else
+        LB_ADD_LIT(out, "null");
+    LB_ADD_LIT(out, "}}\n");
+    pthread_mutex_unlock(&d->state_lock);
 }
 
 /* ---------------------------------------------------------------- metrics */
@@ -272,8 +319,10 @@ static const struct {
 void
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
-    const struct lb_gen *g = d->gen;
+    const struct lb_gen *g;
 
+    pthread_mutex_lock(&d->state_lock);         /* see lb_admin_stats_json */
+    g = d->gen;
     lb_prom_head(out, "lb_info", "gauge", "Version of lb");
     evbuffer_add_printf(out, "lb_info{version=\"%s\"} 1\n", LB_VERSION);
     lb_prom_head(out, "lb_uptime_seconds", "gauge", "Seconds since start");
@@ -281,7 +330,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     lb_prom_head(out, "lb_active_connections", "gauge", "Client connections open, all frontends");
     evbuffer_add_printf(out, "lb_active_connections %u\n", LB_LOAD(d->limit.active));
     lb_prom_head(out, "lb_max_connections", "gauge", "The max_connections cap");
-    evbuffer_add_printf(out, "lb_max_connections %u\n", d->limit.max);
+    evbuffer_add_printf(out, "lb_max_connections %u\n", LB_LOAD(d->limit.max));
 
     lb_prom_head(out, "lb_frontend_active_connections", "gauge", "Client connections open");
     for (size_t i = 0; i < g->conf->nfrontends; i++) {
@@ -298,7 +347,6 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
                             (unsigned long long)LB_LOAD(g->frontends[i].stats->total_connections));
     }
 
-    pthread_mutex_lock(&d->state_lock);
     lb_prom_head(out, "lb_pool_servers", "gauge", "Servers configured in the pool");
     for (size_t i = 0; i < g->conf->npools; i++) {
         LB_ADD_LIT(out, "lb_pool_servers{pool=\"");
@@ -350,9 +398,9 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
                  "From the first probe of a failing (or passing) streak to the change of rotation");
     lb_prom_hist(out, "lb_detection_seconds", "direction=\"down\"", &d->health.detection_down);
     lb_prom_hist(out, "lb_detection_seconds", "direction=\"up\"", &d->health.detection_up);
-    pthread_mutex_unlock(&d->state_lock);
-
     lb_prom_head(out, "lb_reloads_total", "counter", "Config reloads by result");
-    LB_ADD_LIT(out, "lb_reloads_total{result=\"ok\"} 0\n"
-                    "lb_reloads_total{result=\"failed\"} 0\n");
+    evbuffer_add_printf(out, "lb_reloads_total{result=\"ok\"} %llu\n"
+                             "lb_reloads_total{result=\"failed\"} %llu\n",
+                        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
+    pthread_mutex_unlock(&d->state_lock);
 }

@@ -235,14 +235,35 @@ struct lb_health_stats {
     struct lb_hist detection_up;        /* first pass -> back in rotation */
 };
 
-/* Starts the health module for every server of the generation that has a
- * check. Main thread. -1 with err set. */
-int lb_health_start(struct lb_daemon *d, char *err, size_t errlen);
+/* Checks every server of g that has a check: starts the health module the
+ * first time, and moves it to g's servers on a reload (kept servers keep
+ * their schedule, new ones are probed at once, removed ones stop). Main
+ * thread. -1 with err set, and then nothing changed. */
+int lb_health_start(struct lb_daemon *d, const struct lb_gen *g, char *err, size_t errlen);
 void lb_health_stop(struct lb_daemon *d);
 
 /* The reported state; caller holds state_lock. */
 enum lb_server_state lb_server_state(const struct lb_server *srv);
 const char *lb_server_state_name(enum lb_server_state s);
+
+/* Recomputes a pool's rotation (after a reload); caller holds state_lock. */
+void lb_pool_update(struct lb_daemon *d, struct lb_pool *pool, const char *reason);
+
+/* A server that a reload removed: out of rotation, its connections drained
+ * with its pool's drain_timeout. Caller holds state_lock. */
+void lb_server_retire(struct lb_daemon *d, struct lb_server *srv);
+
+/* ------------------------------------------------------------- reload.c */
+
+/* Rereads the config file and moves to it, or keeps the old one and
+ * records why. trigger names the cause for the log. Main thread. */
+int lb_reload(struct lb_daemon *d, const char *trigger);
+int lb_reload_init(struct lb_daemon *d);
+void lb_reload_fini(struct lb_daemon *d);
+
+/* POST /reload: asks main to reload and waits for the outcome. Returns the
+ * reload's status (0 or -1) with its message in msg. Admin thread. */
+int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
 
 /* An operator's action; caller holds state_lock. */
 void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv,
@@ -261,7 +282,7 @@ void lb_admin_stop(struct lb_daemon *d);
  * connection it would have to drop. */
 struct lb_limit {
     _Atomic uint32_t active;
-    uint32_t max;
+    _Atomic uint32_t max;               /* a reload may change it */
     _Atomic bool paused;                /* listeners disabled at the cap */
 };
 
@@ -322,6 +343,22 @@ struct lb_daemon {
     struct lb_health_stats health;      /* under state_lock */
     double started_at;                  /* unix seconds */
     struct lb_admin *admin;             /* the admin port, or NULL */
+
+    /* reload (reload.c); counters and error under state_lock */
+    uint64_t reloads_ok;
+    uint64_t reloads_failed;
+    char *reload_error;                 /* the last failure, NULL after a
+                                           good reload */
+    struct lb_gen **retired;            /* replaced generations that still
+                                           have sessions (main's refs) */
+    size_t nretired;
+    struct event *retired_ev;           /* frees them once unused */
+    struct event *reload_ev;            /* POST /reload asks main */
+    pthread_mutex_t reload_lock;        /* guards the three below */
+    pthread_cond_t reload_cond;
+    uint64_t reload_asked, reload_done; /* tickets of POST /reload */
+    int reload_status;                  /* of the reload that ended last */
+    char reload_message[1024];
 };
 
 /* Creates worker w's event base and its accept events on its socket of

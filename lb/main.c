@@ -87,9 +87,7 @@ lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
 static void
 lb_main_on_hup(evutil_socket_t sig, short what, void *arg)
 {
-    /* Reload is not built yet; without this handler SIGHUP would kill the
-     * process and every connection with it. */
-    lb_log(CONF_LOG_WARN, "reload_unsupported", "signal=SIGHUP detail=\"reload is not implemented yet, ignored\"");
+    lb_reload(arg, "SIGHUP");
 }
 
 static void
@@ -141,6 +139,10 @@ lb_main_run(struct lb_daemon *d, const char *path)
         goto out;
     }
     d->worker_exit_ev = event_new(d->base, -1, 0, lb_main_on_worker_exit, d);
+    if (d->worker_exit_ev == NULL || lb_reload_init(d) == -1) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        goto out;
+    }
     lb_main_log_start(d, path, fd_limit);
     for (size_t i = 0; i < d->nworkers; i++) {
         if (lb_worker_init(&d->workers[i], d, (unsigned)i, err, sizeof(err)) == -1) {
@@ -159,7 +161,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    if (lb_health_start(d, err, sizeof(err)) == -1 ||
+    if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
         lb_admin_start(d, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[300]){ 0 }, 300, err));
@@ -213,6 +215,7 @@ out:
             lb_worker_fini(&d->workers[i]);
         free(d->workers);
     }
+    lb_reload_fini(d);
     if (d->worker_exit_ev != NULL)
         event_free(d->worker_exit_ev);
     if (d->shutdown_timer_ev != NULL)

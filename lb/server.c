@@ -12,6 +12,7 @@
  * its next pick (no lock, no message, no wait on the data path) and starts
  * or cancels the draining of the server's open connections.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,10 @@ lb_pool_update_rotation(struct lb_daemon *d, struct lb_pool *pool,
 
         gs[i] = (struct bal_guard_server){
             .is_healthy = bal_health_is_up(&srv->b->health),
-            .is_admin_out = srv->b->admin != LB_ADMIN_NONE,
+            /* A server a reload just added is not held: it has never
+             * passed, and it waits for its first pass to serve. */
+            .is_admin_out = srv->b->admin != LB_ADMIN_NONE ||
+                            srv->b->health.state == BAL_HEALTH_PENDING,
             .was_guarded = srv->b->is_guarded,
             .down_since_ms = srv->b->down_since_ms,
         };
@@ -186,16 +190,44 @@ lb_pool_update_rotation(struct lb_daemon *d, struct lb_pool *pool,
         active |= gs[i].guarded;
         if (gs[i].in_rotation == srv->b->is_in_rotation)
             continue;
-        if (srv == cause) {
+        if (srv == cause || cause == NULL) {
             lb_server_flip(d, srv, gs[i].in_rotation, reason, detection_ms);
+        } else if (gs[i].in_rotation) {
+            lb_server_flip(d, srv, true, "guard: held in rotation by min_servers", 0);
         } else {
             /* out because the guard let go: say why it was failing */
             snprintf(why, sizeof(why), "guard released: %s",
                      srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
-            lb_server_flip(d, srv, gs[i].in_rotation, why, 0);
+            lb_server_flip(d, srv, false, why, 0);
         }
     }
     pool->guard_active = active;
+}
+
+void
+lb_pool_update(struct lb_daemon *d, struct lb_pool *pool, const char *reason)
+{
+    lb_pool_update_rotation(d, pool, NULL, reason, 0);
+}
+
+void
+lb_server_retire(struct lb_daemon *d, struct lb_server *srv)
+{
+    struct lb_backend *b = srv->b;
+
+    b->is_removed = true;
+    b->is_guarded = false;
+    if (b->is_in_rotation) {
+        b->is_in_rotation = false;
+        bal_server_set_in_rotation(srv->pool->bal, srv->index, false);
+        srv->pool->in_rotation--;
+    }
+    b->last_change = lb_server_wall_now();
+    /* Drained with its pool's drain_timeout as the old config had it. */
+    lb_server_set_drain(d, srv, srv->pool->conf->drain_timeout_ms, true);
+    lb_log(CONF_LOG_INFO, "server_removed", "pool=%s server=%s addr=%s active=%u drain_timeout_ms=%llu",
+           srv->pool->conf->name, srv->conf->name, srv->conf->addr.text,
+           atomic_load(&b->active), (unsigned long long)srv->pool->conf->drain_timeout_ms);
 }
 
 void
@@ -319,43 +351,88 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->ca = pc->check_ca;
 }
 
-int
-lb_health_start(struct lb_daemon *d, char *err, size_t errlen)
+/* The check specs of every checked server of g; *out is malloc'd. */
+static ssize_t
+lb_health_specs(const struct lb_gen *g, struct hc_spec **out)
 {
-    struct lb_gen *g = d->gen;
-    size_t nchecked = 0;
-    char herr[200];
+    struct hc_spec *specs = calloc(g->nservers ? g->nservers : 1, sizeof(*specs));
+    size_t n = 0;
 
-    for (size_t i = 0; i < g->nservers; i++)
-        nchecked += g->servers[i]->pool->conf->check != CONF_CHECK_NONE;
-    if (nchecked == 0)
-        return 0;
+    if (specs == NULL)
+        return -1;
+    for (size_t i = 0; i < g->nservers; i++) {
+        if (g->servers[i]->pool->conf->check != CONF_CHECK_NONE)
+            lb_health_spec(&specs[n++], g->servers[i]);
+    }
+    *out = specs;
+    return (ssize_t)n;
+}
+
+/* Creates and starts the health module for the specs (the first time a
+ * generation has checked servers). */
+static int
+lb_health_create(struct lb_daemon *d, const struct lb_gen *g, const struct hc_spec *specs,
+                 size_t n, char *err, size_t errlen)
+{
+    sigset_t block, old;
+    char herr[200];
+    int rc;
+
     d->health_ev = event_new(d->base, -1, 0, lb_health_on_results, d);
     d->hc = hc_new(g->conf->health.threads, lb_health_notify, d, herr, sizeof(herr));
     if (d->health_ev == NULL || d->hc == NULL) {
         snprintf(err, errlen, "health checks: %s", d->hc == NULL ? herr : "out of memory");
+        lb_health_stop(d);
         return -1;
     }
-    for (size_t i = 0; i < g->nservers; i++) {
-        const struct lb_server *srv = g->servers[i];
-        struct hc_spec spec;
+    for (size_t i = 0; i < n; i++) {
+        if (hc_add(d->hc, &specs[i], herr, sizeof(herr)) == -1) {
+            const struct lb_server *srv = g->by_id[specs[i].id];
 
-        if (srv->pool->conf->check == CONF_CHECK_NONE)
-            continue;
-        lb_health_spec(&spec, srv);
-        if (hc_add(d->hc, &spec, herr, sizeof(herr)) == -1) {
             snprintf(err, errlen, "pool %s server %s: %s", srv->pool->conf->name,
                      srv->conf->name, herr);
+            lb_health_stop(d);
             return -1;
         }
     }
-    if (hc_start(d->hc) == -1) {
+    /* The health threads must not take the process signals. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    rc = hc_start(d->hc);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == -1) {
         snprintf(err, errlen, "health checks: cannot start threads");
+        lb_health_stop(d);
         return -1;
     }
     lb_log(CONF_LOG_INFO, "health_start", "threads=%u servers=%zu",
-           g->conf->health.threads, nchecked);
+           g->conf->health.threads, n);
     return 0;
+}
+
+int
+lb_health_start(struct lb_daemon *d, const struct lb_gen *g, char *err, size_t errlen)
+{
+    struct hc_spec *specs;
+    ssize_t n = lb_health_specs(g, &specs);
+    char herr[200];
+    int rc = 0;
+
+    if (n < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (d->hc == NULL && n > 0)
+        rc = lb_health_create(d, g, specs, (size_t)n, err, errlen);
+    else if (d->hc != NULL && hc_update(d->hc, specs, (size_t)n, herr, sizeof(herr)) == -1) {
+        snprintf(err, errlen, "health checks: %s", herr);
+        rc = -1;
+    }
+    free(specs);
+    return rc;
 }
 
 void
