@@ -236,6 +236,16 @@ lb_prom_label(struct evbuffer *out, const char *s)
     }
 }
 
+/* One sample with one label: name{key="value"} v */
+static void
+lb_prom_one(struct evbuffer *out, const char *name, const char *key, const char *value,
+            uint64_t v)
+{
+    evbuffer_add_printf(out, "%s{%s=\"", name, key);
+    lb_prom_label(out, value);
+    evbuffer_add_printf(out, "\"} %llu\n", (unsigned long long)v);
+}
+
 static void
 lb_prom_head(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
@@ -333,38 +343,25 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     evbuffer_add_printf(out, "lb_max_connections %u\n", LB_LOAD(d->limit.max));
 
     lb_prom_head(out, "lb_frontend_active_connections", "gauge", "Client connections open");
-    for (size_t i = 0; i < g->conf->nfrontends; i++) {
-        LB_ADD_LIT(out, "lb_frontend_active_connections{frontend=\"");
-        lb_prom_label(out, g->frontends[i].conf->name);
-        evbuffer_add_printf(out, "\"} %llu\n",
-                            (unsigned long long)LB_LOAD(g->frontends[i].stats->active_connections));
-    }
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        lb_prom_one(out, "lb_frontend_active_connections", "frontend", g->frontends[i].conf->name,
+                    LB_LOAD(g->frontends[i].stats->active_connections));
     lb_prom_head(out, "lb_frontend_connections_total", "counter", "Client connections accepted");
-    for (size_t i = 0; i < g->conf->nfrontends; i++) {
-        LB_ADD_LIT(out, "lb_frontend_connections_total{frontend=\"");
-        lb_prom_label(out, g->frontends[i].conf->name);
-        evbuffer_add_printf(out, "\"} %llu\n",
-                            (unsigned long long)LB_LOAD(g->frontends[i].stats->total_connections));
-    }
-
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        lb_prom_one(out, "lb_frontend_connections_total", "frontend", g->frontends[i].conf->name,
+                    LB_LOAD(g->frontends[i].stats->total_connections));
     lb_prom_head(out, "lb_pool_servers", "gauge", "Servers configured in the pool");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        LB_ADD_LIT(out, "lb_pool_servers{pool=\"");
-        lb_prom_label(out, g->pools[i].conf->name);
-        evbuffer_add_printf(out, "\"} %zu\n", g->pools[i].conf->nservers);
-    }
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_servers", "pool", g->pools[i].conf->name,
+                    g->pools[i].conf->nservers);
     lb_prom_head(out, "lb_pool_guard_active", "gauge", "1 when min_servers holds failing servers");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        LB_ADD_LIT(out, "lb_pool_guard_active{pool=\"");
-        lb_prom_label(out, g->pools[i].conf->name);
-        evbuffer_add_printf(out, "\"} %d\n", g->pools[i].guard_active);
-    }
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_guard_active", "pool", g->pools[i].conf->name,
+                    g->pools[i].guard_active);
     lb_prom_head(out, "lb_pool_in_rotation", "gauge", "Servers of the pool in rotation");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        LB_ADD_LIT(out, "lb_pool_in_rotation{pool=\"");
-        lb_prom_label(out, g->pools[i].conf->name);
-        evbuffer_add_printf(out, "\"} %zu\n", g->pools[i].in_rotation);
-    }
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name,
+                    g->pools[i].in_rotation);
     for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
@@ -376,18 +373,10 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     lb_prom_head(out, "lb_check_duration_seconds", "histogram",
                  "Health probe durations (connect + request + status line)");
     for (size_t i = 0; i < g->conf->npools; i++) {
-        struct evbuffer *lbl = evbuffer_new();
-        char labels[300];
-        size_t n;
+        char labels[128];
 
-        if (lbl == NULL)
-            continue;
-        LB_ADD_LIT(lbl, "pool=\"");
-        lb_prom_label(lbl, g->pools[i].conf->name);
-        LB_ADD_LIT(lbl, "\"");
-        n = evbuffer_remove(lbl, labels, sizeof(labels) - 1);
-        labels[n] = '\0';
-        evbuffer_free(lbl);
+        /* conf/ limits names to [A-Za-z0-9_.-]: nothing to escape */
+        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
         lb_prom_hist(out, "lb_check_duration_seconds", labels,
                      &g->pools[i].stats->check_duration);
     }
