@@ -63,6 +63,15 @@ lb_admin_reply(struct evhttp_request *req, int code, const char *reason,
 
     evhttp_add_header(h, "Content-Type", type);
     evhttp_add_header(h, "Cache-Control", "no-store");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* libevent 2.1 would send the body after a HEAD: send its length
+         * only, as HTTP wants. */
+        char len[24];
+
+        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
+        evhttp_add_header(h, "Content-Length", len);
+        evbuffer_drain(body, evbuffer_get_length(body));
+    }
     evhttp_send_reply(req, code, reason, body);
 }
 
@@ -318,6 +327,48 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
     lb_admin_get(a, req, path);
 }
 
+/*
+ * Requests that evhttp refuses before any handler sees them (garbage, a
+ * header or request line over the limit, a body over the limit, an unknown
+ * method) get libevent's own HTML error page, and libevent 2.1 has no hook
+ * for it (2.2's evhttp_set_errorcb). The contract wants every error as JSON,
+ * so the page is rewritten in the connection's output buffer when it is the
+ * whole of it: libevent writes the status line, headers and page into the
+ * buffer in one go and only sends it from the event loop later.
+ */
+static void
+lb_admin_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    static const char page_end[] = "</BODY></HTML>\n";
+    static const char page_mark[] = "\r\n\r\n<HTML><HEAD>\n<TITLE>";
+    size_t len = evbuffer_get_length(buf);
+    struct evbuffer_ptr mark;
+    char head[64], body[96], tail[sizeof(page_end) - 1];
+    int code, n;
+
+    if (info->n_added == 0 || len < 40 || len > 4096)
+        return;
+    if (evbuffer_copyout(buf, head, sizeof(head) - 1) < 12)
+        return;
+    if (evbuffer_ptr_set(buf, &mark, len - sizeof(tail), EVBUFFER_PTR_SET) == -1 ||
+        evbuffer_copyout_from(buf, &mark, tail, sizeof(tail)) != (ssize_t)sizeof(tail) ||
+        memcmp(tail, page_end, sizeof(tail)) != 0)
+        return;
+    head[sizeof(head) - 1] = '\0';
+    mark = evbuffer_search(buf, page_mark, sizeof(page_mark) - 1, NULL);
+    if (mark.pos < 0 || strncmp(head, "HTTP/1.", 7) != 0 || sscanf(head + 9, "%3d", &code) != 1 ||
+        code < 400)
+        return;
+    n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n",
+                 code == 413 ? "request body too large" :
+                 code == 501 ? "method not implemented" : "bad request");
+    *strchr(head, '\r') = '\0';
+    /* Our own additions call us again: nothing ends with page_end then. */
+    evbuffer_drain(buf, len);
+    evbuffer_add_printf(buf, "%s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        "Content-Length: %d\r\n\r\n%s", head, n, body);
+}
+
 /* Each admin connection's bufferevent, with a read high-water mark: evhttp
  * parses one request at a time but would otherwise keep reading whatever a
  * client pipelines behind it, without bound, while the answer waits for a
@@ -328,8 +379,10 @@ lb_admin_bevcb(struct event_base *base, void *arg)
 {
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 
-    if (bev != NULL)
+    if (bev != NULL) {
         bufferevent_setwatermark(bev, EV_READ, 0, LB_ADMIN_MAX_HEADERS * 2);
+        evbuffer_add_cb(bufferevent_get_output(bev), lb_admin_on_output, bev);
+    }
     return bev;
 }
 
@@ -391,7 +444,8 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     evhttp_set_timeout(a->http, LB_ADMIN_TIMEOUT_S);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS |
+                                            EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
     evhttp_set_gencb(a->http, lb_admin_on_request, a);
     evhttp_set_bevcb(a->http, lb_admin_bevcb, a);
     /* No SO_REUSEPORT here: a second lb on the same admin port must fail,

@@ -77,9 +77,9 @@ lb_server_state_name(enum lb_server_state st)
  *   none       up        yes           any              -> up
  *   none       down      no            > 0              -> draining
  *   none       down      no            0                -> down
- *   drain      any       no            > 0              -> draining
- *   drain      any       no            0                -> disabled
- *   disable    any       no            any              -> disabled
+ *   drain/dis. any       no            > 0              -> draining
+ *   drain/dis. any       no            0                -> disabled
+ * (disable closes the connections at once: draining lasts milliseconds)
  * (a guarded server is in rotation: up)
  */
 enum lb_server_state
@@ -89,8 +89,8 @@ lb_server_state(const struct lb_server *srv)
 
     if (b->is_in_rotation)
         return LB_SERVER_UP;
-    /* disable closes the connections at once: it never drains */
-    if (b->admin != LB_ADMIN_DISABLE && atomic_load(&b->active) > 0)
+    /* after disable too, for the moment the workers take to close them */
+    if (atomic_load(&b->active) > 0)
         return LB_SERVER_DRAINING;
     return b->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
 }
