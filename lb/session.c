@@ -256,6 +256,27 @@ lb_session_relay_start(struct lb_session *s)
     }
 }
 
+/* Picks a server with the worker's cursor of the session's pool. A session
+ * that began before a reload retries in its own (old) pool, whose cursor
+ * the worker no longer keeps: a fresh one serves for that pick. */
+static int
+lb_session_pick(struct lb_session *s)
+{
+    struct bal_cursor *c, *tmp = NULL;
+    int idx;
+
+    if (s->gen == s->w->gen) {
+        c = s->w->cursors[s->pool->index];
+    } else {
+        c = tmp = bal_cursor_new(s->pool->bal, s->w->id);
+        if (c == NULL)
+            return -1;
+    }
+    idx = bal_pick(s->pool->bal, c, s->client_hash, s->tried, s->ntried);
+    bal_cursor_free(tmp);
+    return idx;
+}
+
 /* Picks servers and connects until one connect is under way or done, or no
  * attempt is left. */
 static void
@@ -276,8 +297,7 @@ lb_session_connect(struct lb_session *s)
             lb_session_finish(s, "no server");
             return;
         }
-        idx = bal_pick(s->pool->bal, s->w->cursors[s->pool->index],
-                       s->client_hash, s->tried, s->ntried);
+        idx = lb_session_pick(s);
         if (idx < 0) {
             lb_log(CONF_LOG_ERROR, "no_server", "frontend=%s pool=%s client=%s reason=%s",
                    s->fe->conf->name, pc->name, s->client_text,
