@@ -16,5 +16,13 @@ for i in 1 2 3; do
     python3 deploy/demo_backend.py "web$i" "900$i" &
     pids+=($!)
 done
-echo "demo: backends web1..web3 on 127.0.0.1:9001-9003; lb on http://127.0.0.1:8080/" >&2
+# Start lb once the backends answer, so that its first checks pass.
+for i in 1 2 3; do
+    for _ in $(seq 1 100); do
+        curl -fs "http://127.0.0.1:900$i/" >/dev/null && break
+        sleep 0.1
+    done
+done
+echo "demo: backends web1..web3 on 127.0.0.1:9001-9003; lb on http://127.0.0.1:8080/," \
+     "dashboard on http://127.0.0.1:9900/" >&2
 build/lb -c conf/lb.ini
