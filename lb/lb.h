@@ -259,6 +259,8 @@ void lb_server_retire(struct lb_daemon *d, struct lb_server *srv);
  * records why. trigger names the cause for the log. Main thread. */
 int lb_reload(struct lb_daemon *d, const char *trigger);
 int lb_reload_init(struct lb_daemon *d);
+/* SIGHUP: a reload soon; a burst of signals makes one. Main thread. */
+void lb_reload_signal(struct lb_daemon *d);
 void lb_reload_fini(struct lb_daemon *d);
 
 /* POST /reload: asks main to reload and waits for the outcome. Returns the
@@ -354,6 +356,7 @@ struct lb_daemon {
     size_t nretired;
     struct event *retired_ev;           /* frees them once unused */
     struct event *reload_ev;            /* POST /reload asks main */
+    struct event *hup_ev;               /* SIGHUP, coalesced */
     pthread_mutex_t reload_lock;        /* guards the three below */
     pthread_cond_t reload_cond;
     uint64_t reload_asked, reload_done; /* tickets of POST /reload */

@@ -87,7 +87,7 @@ lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
 static void
 lb_main_on_hup(evutil_socket_t sig, short what, void *arg)
 {
-    lb_reload(arg, "SIGHUP");
+    lb_reload_signal(arg);
 }
 
 static void

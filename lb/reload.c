@@ -15,8 +15,8 @@
  *      the old generation lives on in its sessions and is freed by the
  *      first cleanup after its last one ends.
  *
- * Main thread. A reload runs to its end in one callback: SIGHUPs that come
- * meanwhile are queued by libevent and coalesce into one more reload.
+ * Main thread. A reload runs to its end in one callback; SIGHUPs that come
+ * meanwhile coalesce into one more reload (lb_reload_signal).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,7 +180,14 @@ lb_reload(struct lb_daemon *d, const char *trigger)
 {
     char err[1024] = "", qbuf[1200];
     size_t added = 0, removed = 0;
-    int rc = lb_reload_run(d, err, sizeof(err), &added, &removed);
+    struct timespec t0, t1;
+    double ms;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = lb_reload_run(d, err, sizeof(err), &added, &removed);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 
     pthread_mutex_lock(&d->state_lock);
     free(d->reload_error);
@@ -194,8 +201,8 @@ lb_reload(struct lb_daemon *d, const char *trigger)
     pthread_mutex_unlock(&d->state_lock);
 
     if (rc == 0)
-        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu",
-               trigger, (unsigned long long)d->gen->number, d->gen->nservers, added, removed);
+        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu duration_ms=%.1f",
+               trigger, (unsigned long long)d->gen->number, d->gen->nservers, added, removed, ms);
     else
         lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
@@ -205,6 +212,25 @@ lb_reload(struct lb_daemon *d, const char *trigger)
     snprintf(d->reload_message, sizeof(d->reload_message), "%s", rc == 0 ? "" : err);
     pthread_mutex_unlock(&d->reload_lock);
     return rc;
+}
+
+/* ---------------------------------------------------------------- SIGHUP */
+
+/* libevent runs a signal callback once per signal caught; a burst of
+ * SIGHUPs must make one reload, not fifty. The callback only activates
+ * hup_ev, and activating an active event does nothing: signals that come
+ * before the reload runs, or while it runs, end in exactly one reload after
+ * it, which reads the file as it is then. */
+static void
+lb_reload_on_hup(evutil_socket_t fd, short what, void *arg)
+{
+    lb_reload(arg, "SIGHUP");
+}
+
+void
+lb_reload_signal(struct lb_daemon *d)
+{
+    event_active(d->hup_ev, EV_READ, 0);
 }
 
 /* --------------------------------------------------------- POST /reload */
@@ -285,8 +311,10 @@ lb_reload_init(struct lb_daemon *d)
     pthread_mutex_init(&d->reload_lock, NULL);
     pthread_cond_init(&d->reload_cond, NULL);
     d->reload_ev = event_new(d->base, -1, 0, lb_reload_on_request, d);
+    d->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
     d->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
-    if (d->reload_ev == NULL || d->retired_ev == NULL || event_add(d->retired_ev, &tv) == -1)
+    if (d->reload_ev == NULL || d->hup_ev == NULL || d->retired_ev == NULL ||
+        event_add(d->retired_ev, &tv) == -1)
         return -1;
     return 0;
 }
@@ -298,7 +326,9 @@ lb_reload_fini(struct lb_daemon *d)
         event_free(d->reload_ev);
     if (d->retired_ev != NULL)
         event_free(d->retired_ev);
-    d->reload_ev = d->retired_ev = NULL;
+    if (d->hup_ev != NULL)
+        event_free(d->hup_ev);
+    d->reload_ev = d->retired_ev = d->hup_ev = NULL;
     for (size_t i = 0; i < d->nretired; i++)
         lb_gen_unref(d->retired[i]);
     free(d->retired);
