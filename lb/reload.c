@@ -18,6 +18,7 @@
  * Main thread. A reload runs to its end in one callback; SIGHUPs that come
  * meanwhile coalesce into one more reload (lb_reload_signal).
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,8 @@ lb_reload_publish(struct lb_daemon *d, struct lb_gen *ng)
                (unsigned long long)ng->number);
 }
 
+static void lb_reload_free_unused(struct lb_daemon *d);
+
 static int
 lb_reload_run(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size_t *removed)
 {
@@ -172,6 +175,9 @@ lb_reload_run(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size
     pthread_mutex_unlock(&d->state_lock);
 
     lb_reload_publish(d, ng);
+    /* Every worker has switched: without open connections the old
+     * generation goes now, not at the next cleanup. */
+    lb_reload_free_unused(d);
     return 0;
 }
 
@@ -282,14 +288,16 @@ lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
 
 /* ---------------------------------------------------------- old gens */
 
+/* Frees the replaced generations that only main still holds: no worker and
+ * no session uses them. The state lock keeps the admin thread out while the
+ * list changes. A generation of a large config is megabytes in many small
+ * blocks: give them back to the system, or reloads would leave the process
+ * as large as the most generations it ever held at once. */
 static void
-lb_reload_on_cleanup(evutil_socket_t fd, short what, void *arg)
+lb_reload_free_unused(struct lb_daemon *d)
 {
-    struct lb_daemon *d = arg;
-    size_t kept = 0;
+    size_t kept = 0, freed;
 
-    /* Only main's reference left: no worker and no session uses it. The
-     * state lock keeps the admin thread out while the list changes. */
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->nretired; i++) {
         struct lb_gen *g = d->retired[i];
@@ -299,8 +307,17 @@ lb_reload_on_cleanup(evutil_socket_t fd, short what, void *arg)
         else
             d->retired[kept++] = g;
     }
+    freed = d->nretired - kept;
     d->nretired = kept;
     pthread_mutex_unlock(&d->state_lock);
+    if (freed > 0)
+        malloc_trim(0);
+}
+
+static void
+lb_reload_on_cleanup(evutil_socket_t fd, short what, void *arg)
+{
+    lb_reload_free_unused(arg);
 }
 
 int
