@@ -11,6 +11,8 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +169,33 @@ conf_read_file(struct conf_parse *p)
     FILE *f;
     int err = 0;
 
-    f = fopen(p->file, "rb");
+    struct stat st = { 0 };
+    int fd;
+
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, and a
+     * reload would hang the main thread. Only regular files are read. */
+    fd = open(p->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        conf_error(p, 0, "cannot open: %s",
+                   conf_strerror(errno, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+
+        conf_error(p, 0, "cannot read: %s",
+                   S_ISDIR(st.st_mode) ? conf_strerror(EISDIR, ebuf, sizeof(ebuf))
+                   : S_ISREG(st.st_mode) ? conf_strerror(e, ebuf, sizeof(ebuf))
+                   : "not a regular file");
+        close(fd);
+        return -1;
+    }
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    f = fdopen(fd, "rb");
     if (f == NULL) {
         conf_error(p, 0, "cannot open: %s",
                    conf_strerror(errno, ebuf, sizeof(ebuf)));
+        close(fd);
         return -1;
     }
     do {

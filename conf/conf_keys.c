@@ -370,10 +370,14 @@ conf_set_server(const struct conf_key *k, void *field, const char *value,
                           errlen) != 0)
         return -1;
     srv.name = strdup(name);
-    grown = srv.name ? realloc(pool->servers,
-                               (pool->nservers + 1) * sizeof(*grown))
-                     : NULL;
-    if (grown == NULL) {
+    grown = pool->servers;
+    /* The capacity doubles whenever the count reaches a power of two, so
+     * it needs no field: growing by one each time would copy a pool of
+     * 10,000 servers 10,000 times. */
+    if (srv.name != NULL && (pool->nservers & (pool->nservers - 1)) == 0)
+        grown = realloc(pool->servers,
+                        (pool->nservers ? pool->nservers * 2 : 1) * sizeof(*grown));
+    if (srv.name == NULL || grown == NULL) {
         free(srv.name);
         snprintf(err, errlen, "server: out of memory");
         return -1;

@@ -306,7 +306,7 @@ SERVER_SPEC = {
     "last_check": lambda v: v is None or isinstance(v, dict),
     "last_change": _is_num,
     # present now, beyond the minimum of the contract
-    "health": lambda v: v in ("starting", "up", "down"),
+    "health": lambda v: v in ("starting", "up", "down", "pending"),
     "admin": lambda v: v in ("none", "drain", "disable"),
     "check": _is_str, "checks_total": _is_count, "last_detection_ms": _is_num,
 }

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -681,7 +682,7 @@ static void
 test_file(void)
 {
     struct conf *c = (struct conf *)1;
-    char *errors = NULL, want[256];
+    char *errors = NULL, want[320];
 
     EXPECT_ERRORS("", "@:1: file is empty (expected sections such as "
                   "[frontend NAME] and [pool NAME])\n");
@@ -708,12 +709,25 @@ test_file(void)
     CHECK_EQ_STR(errors, want);
     free(errors);
 
-    /* an endless file stops at the size cap instead of eating memory */
+    /* a device or a FIFO is refused before it is read: an endless one
+     * would eat memory, a FIFO without a writer would block a reload */
     c = (struct conf *)1;
     CHECK_EQ_INT(conf_load("/dev/zero", &c, &errors), -1);
     CHECK(c == NULL);
-    CHECK_EQ_STR(errors, "/dev/zero: file is too large (more than 16 MiB)\n");
+    CHECK_EQ_STR(errors, "/dev/zero: cannot read: not a regular file\n");
     free(errors);
+    char fifo[256];
+
+    snprintf(fifo, sizeof(fifo), "%s/fifo.ini", dir);
+    if (mkfifo(fifo, 0600) == 0) {
+        CHECK_EQ_INT(conf_load(fifo, &c, &errors), -1);
+        snprintf(want, sizeof(want), "%s: cannot read: not a regular file\n", fifo);
+        CHECK_EQ_STR(errors, want);
+        free(errors);
+        unlink(fifo);
+    } else {
+        CHECK(!"mkfifo failed");
+    }
 
     conf_free(NULL);
 }
