@@ -53,6 +53,15 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     for fe, pool in frontends:
         fports[fe] = free_port()
         lines += [f"[frontend {fe}]", f"listen = {HOST}:{fports[fe]}", f"pool = {pool}", ""]
+    lines += pool_lines(pools)
+    return "\n".join(lines), admin_port, fports
+
+
+def pool_lines(pools):
+    """The [pool] sections of a config: pools is [(name, [(server, backend
+    or port[, weight])], {key: value})]; defaults keep checks, the guard and
+    live-traffic probes out of the way unless a test sets them."""
+    lines = []
     for name, servers, keys in pools:
         merged = {"check": "none", "connect_timeout": "1s", "retries": 2,
                   "min_servers": 0, "observe_errors": 0}
@@ -65,7 +74,7 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
             if v is not None:
                 lines.append(f"{k} = {v}")
         lines.append("")
-    return "\n".join(lines), admin_port, fports
+    return lines
 
 
 def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), **opts):

@@ -49,18 +49,7 @@ def config_text(admin_port, frontends, pools, workers=2, max_connections=10000,
     lines.append("")
     for name, port, pool in frontends:
         lines += [f"[frontend {name}]", f"listen = {HOST}:{port}", f"pool = {pool}", ""]
-    for name, servers, keys in pools:
-        merged = {"check": "none", "connect_timeout": "1s", "retries": 2,
-                  "min_servers": 0, "observe_errors": 0}
-        merged.update(keys)
-        lines.append(f"[pool {name}]")
-        for s in servers:
-            weight = f" weight={s[2]}" if len(s) > 2 else ""
-            lines.append(f"server = {s[0]} {harness._server_addr(s[1])}{weight}")
-        for k, v in merged.items():
-            if v is not None:
-                lines.append(f"{k} = {v}")
-        lines.append("")
+    lines += admin_client.pool_lines(pools)
     return "\n".join(lines)
 
 
