@@ -9,9 +9,6 @@
  * Every object remembers the line it came from so that checks made after
  * parsing (unknown pool, duplicate names, pool without servers) still point
  * at the right line.
- *
- * Keys of later issues (health checks, admin port, removal) are parsed and
- * validated here already; the daemon uses them as their issues land.
  */
 #ifndef CONF_H
 #define CONF_H
@@ -96,7 +93,7 @@ struct conf_pool {
     uint64_t idle_timeout_ms;
     uint32_t retries;
 
-    /* health checks (issue 3) */
+    /* health checks */
     enum conf_check check;
     char *check_path;
     char *check_host;               /* "" = the server's address */
@@ -109,7 +106,7 @@ struct conf_pool {
     bool check_verify;
     char *check_ca;                 /* "" when unset */
 
-    /* removal (issue 5) */
+    /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;
     uint64_t drain_timeout_ms;
     uint32_t observe_errors;
