@@ -58,23 +58,8 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
 
 
 def pool_lines(pools):
-    """The [pool] sections of a config: pools is [(name, [(server, backend
-    or port[, weight])], {key: value})]; defaults keep checks, the guard and
-    live-traffic probes out of the way unless a test sets them."""
-    lines = []
-    for name, servers, keys in pools:
-        merged = {"check": "none", "connect_timeout": "1s", "retries": 2,
-                  "min_servers": 0, "observe_errors": 0}
-        merged.update(keys)
-        lines.append(f"[pool {name}]")
-        for s in servers:
-            weight = f" weight={s[2]}" if len(s) > 2 else ""
-            lines.append(f"server = {s[0]} {harness._server_addr(s[1])}{weight}")
-        for k, v in merged.items():
-            if v is not None:
-                lines.append(f"{k} = {v}")
-        lines.append("")
-    return lines
+    """harness.pool_lines with health checks off unless a pool sets them."""
+    return harness.pool_lines(pools, {"check": "none"})
 
 
 def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), **opts):

@@ -1008,11 +1008,21 @@ def make_pools_config(pools, workers=2, log_level="info", health_threads=None,
             fports[name] = free_port()
             lines += [f"[frontend fe_{name}]", f"listen = {HOST}:{fports[name]}",
                       f"pool = {name}", ""]
+    lines += pool_lines([(name, servers, {k: v for k, v in keys.items() if k != "frontend"})
+                         for name, servers, keys in pools])
+    return "\n".join(lines), fports
+
+
+def pool_lines(pools, defaults=None):
+    """The [pool] sections of a config: pools is [(name, [(server, backend
+    or port[, weight])], {key: value})]. The defaults keep the guard and
+    live-traffic probes out of the way unless a test sets them; a value of
+    None leaves a key out."""
+    lines = []
     for name, servers, keys in pools:
-        keys = dict(keys)
-        keys.pop("frontend", None)
         merged = {"connect_timeout": "1s", "retries": 2, "min_servers": 0,
                   "observe_errors": 0}
+        merged.update(defaults or {})
         merged.update(keys)
         lines.append(f"[pool {name}]")
         for s in servers:
@@ -1022,7 +1032,7 @@ def make_pools_config(pools, workers=2, log_level="info", health_threads=None,
             if v is not None:
                 lines.append(f"{k} = {v}")
         lines.append("")
-    return "\n".join(lines), fports
+    return lines
 
 
 # ------------------------------------------------------------------ tests
