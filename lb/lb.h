@@ -313,6 +313,7 @@ struct lb_worker {
     size_t nfree_bufs;
     bool is_stopping;
     bool is_accept_paused_emfile;
+    uint64_t drain_epoch_seen;          /* daemon drain_epoch at last scan */
 
     /* written by other threads, read by the worker in its notify callback */
     _Atomic bool stop_requested;        /* close listeners, finish sessions */
@@ -336,6 +337,8 @@ struct lb_daemon {
     struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
     _Atomic size_t workers_running;
     _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
+    _Atomic uint64_t drain_epoch;       /* bumped when a server starts to
+                                           drain: workers rescan then only */
     struct hc *hc;                      /* health checks, or NULL */
     struct event *health_ev;            /* health threads wake main */
     /* Health verdicts (main thread) and operator actions (admin thread)

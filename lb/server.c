@@ -113,8 +113,10 @@ lb_server_set_drain(struct lb_daemon *d, struct lb_server *srv, uint64_t timeout
 
     /* 0 is "no deadline": a deadline that lands on 0 becomes 1 */
     atomic_store(&srv->b->drain_deadline_ms, is_draining && deadline == 0 ? 1 : deadline);
-    if (is_draining && bal_server_active(srv->pool->bal, srv->index) > 0)
+    if (is_draining && bal_server_active(srv->pool->bal, srv->index) > 0) {
+        atomic_fetch_add(&d->drain_epoch, 1);   /* workers scan on a change */
         lb_server_notify_workers(d);
+    }
 }
 
 /* Moves one server in or out of rotation: the single removal step. It flips

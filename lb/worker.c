@@ -494,7 +494,13 @@ lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
         }
         atomic_fetch_add(&w->daemon->forced_closes, closed);
     }
-    lb_worker_drain_scan(w);
+    /* Notifications also come at the connection cap, once per close: scan
+     * the sessions only when a server has started to drain since the last
+     * scan (the drain timer covers deadlines still ahead). */
+    if (atomic_load(&w->daemon->drain_epoch) != w->drain_epoch_seen) {
+        w->drain_epoch_seen = atomic_load(&w->daemon->drain_epoch);
+        lb_worker_drain_scan(w);
+    }
     if (w->is_stopping) {
         if (w->nsessions == 0)
             event_base_loopexit(w->base, NULL);
