@@ -24,7 +24,7 @@ value (and each log level) it:
   4. stops everything it started and prints markdown tables.
 
 Usage:
-  cd /work/main && cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
+  cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
   python3 tests/bench/health_cost.py                      # threads 1 and 2, debug and info
   python3 tests/bench/health_cost.py --threads 1,2 --log-levels debug --duration 20
   python3 tests/bench/health_cost.py --servers 2000 --backends 1 --keep
