@@ -24,15 +24,6 @@ void lb_json_str(struct evbuffer *out, const char *s);
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
 
-static double
-lb_stats_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A JSON string, escaped whatever it holds (RFC 8259: quote, backslash and
  * control characters; bytes >= 0x80 pass as they are). */
 void
@@ -118,7 +109,7 @@ void
 lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
 {
     const struct lb_gen *g;
-    double now = lb_stats_now();
+    double now = lb_wall_now();
 
     /* The whole answer under the lock: a reload swaps d->gen under it, and
      * the health figures change under it. */
@@ -336,7 +327,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     lb_prom_head(out, "lb_info", "gauge", "Version of lb");
     evbuffer_add_printf(out, "lb_info{version=\"%s\"} 1\n", LB_VERSION);
     lb_prom_head(out, "lb_uptime_seconds", "gauge", "Seconds since start");
-    evbuffer_add_printf(out, "lb_uptime_seconds %.3f\n", lb_stats_now() - d->started_at);
+    evbuffer_add_printf(out, "lb_uptime_seconds %.3f\n", lb_wall_now() - d->started_at);
     lb_prom_head(out, "lb_active_connections", "gauge", "Client connections open, all frontends");
     evbuffer_add_printf(out, "lb_active_connections %u\n", LB_LOAD(d->limit.active));
     lb_prom_head(out, "lb_max_connections", "gauge", "The max_connections cap");

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include "bal.h"
@@ -30,7 +31,20 @@ struct lb_admin;
 #define LB_VERSION "dev"
 #endif
 
+/* --------------------------------------------------------------- main.c */
+
+/* Blocks the process signals in the calling thread (the previous mask in
+ * *old, for pthread_sigmask(SIG_SETMASK)): threads created meanwhile
+ * inherit the mask, so only main, where libevent handles them, takes them. */
+void lb_signals_block(sigset_t *old);
+
 /* ---------------------------------------------------------------- log.c */
+
+/* The clocks the daemon shares: monotonic milliseconds (deadlines, detection
+ * times; the same clock main and workers compare) and wall-clock seconds
+ * (what /stats shows). Any thread. */
+uint64_t lb_mono_ms(void);
+double lb_wall_now(void);
 
 /* Process-wide: the one piece of global mutable state besides shutdown. */
 void lb_log_set_level(enum conf_log_level level);
@@ -378,6 +392,7 @@ void lb_worker_fini(struct lb_worker *w);     /* after the thread joined */
 /* Wakes a worker so that it looks at its request flags and at the limit.
  * Any thread. */
 void lb_worker_notify(struct lb_worker *w);
+void lb_workers_notify(struct lb_daemon *d);     /* every worker */
 
 /* Releases one slot of the connection cap; resumes accepting in every worker
  * when this ends a pause. Called by the worker that owned the session. */

@@ -19,6 +19,24 @@
 
 static _Atomic int lb_log_min_level = CONF_LOG_INFO;
 
+uint64_t
+lb_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+double
+lb_wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 void
 lb_log_set_level(enum conf_log_level level)
 {

@@ -37,6 +37,18 @@ lb_usage(FILE *out)
             "  -h       this help\n");
 }
 
+void
+lb_signals_block(sigset_t *old)
+{
+    sigset_t block;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
 static void
 lb_main_on_worker_exit(evutil_socket_t fd, short what, void *arg)
 {
@@ -120,18 +132,14 @@ lb_main_run(struct lb_daemon *d, const char *path)
     struct event *sig_ev[3] = { NULL, NULL, NULL };
     const struct conf *c = d->gen->conf;
     uint64_t fd_limit = lb_net_raise_fd_limit();
-    sigset_t block, old;
+    sigset_t old;
     char err[256];
     size_t started = 0;
     bool signals_ok = true;
     int status = 1;
 
     d->limit.max = c->global.max_connections;
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        d->started_at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    }
+    d->started_at = lb_wall_now();
     d->base = event_base_new();
     d->workers = calloc(d->nworkers, sizeof(*d->workers));
     if (d->base == NULL || d->workers == NULL) {
@@ -156,11 +164,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
      * the threads are created (they inherit the mask); libevent's handlers
      * on the main base get them. Health and admin start before the workers,
      * which read d->hc. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    lb_signals_block(&old);
     if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
         lb_admin_start(d, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",

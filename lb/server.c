@@ -22,24 +22,6 @@
 
 #include "lb.h"
 
-static double
-lb_server_wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t
-lb_server_mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 const double lb_hist_bounds_ms[LB_HIST_BUCKETS] = {
     1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
 };
@@ -95,27 +77,19 @@ lb_server_state(const struct lb_server *srv)
     return b->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
 }
 
-/* Wakes every worker so that it looks at its sessions' drain deadlines. */
-static void
-lb_server_notify_workers(struct lb_daemon *d)
-{
-    for (size_t i = 0; i < d->nworkers; i++)
-        lb_worker_notify(&d->workers[i]);
-}
-
 /* Sets when the server's open connections are closed: now + timeout, or
  * never (0) when it is back in rotation. */
 static void
 lb_server_set_drain(struct lb_daemon *d, struct lb_server *srv, uint64_t timeout_ms,
                     bool is_draining)
 {
-    uint64_t deadline = is_draining ? lb_server_mono_ms() + timeout_ms : 0;
+    uint64_t deadline = is_draining ? lb_mono_ms() + timeout_ms : 0;
 
     /* 0 is "no deadline": a deadline that lands on 0 becomes 1 */
     atomic_store(&srv->b->drain_deadline_ms, is_draining && deadline == 0 ? 1 : deadline);
     if (is_draining && bal_server_active(srv->pool->bal, srv->index) > 0) {
         atomic_fetch_add(&d->drain_epoch, 1);   /* workers scan on a change */
-        lb_server_notify_workers(d);
+        lb_workers_notify(d);
     }
 }
 
@@ -132,7 +106,7 @@ lb_server_flip(struct lb_daemon *d, struct lb_server *srv, bool in,
     srv->b->is_in_rotation = in;
     bal_server_set_in_rotation(pool->bal, srv->index, in);
     pool->in_rotation += in ? 1 : (size_t)-1;
-    srv->b->last_change = lb_server_wall_now();
+    srv->b->last_change = lb_wall_now();
     lb_server_set_drain(d, srv, srv->b->admin == LB_ADMIN_DISABLE ? 0 : pool->conf->drain_timeout_ms,
                         !in);
     lb_log(in ? CONF_LOG_INFO : CONF_LOG_WARN, in ? "server_up" : "server_down",
@@ -224,7 +198,7 @@ lb_server_retire(struct lb_daemon *d, struct lb_server *srv)
         bal_server_set_in_rotation(srv->pool->bal, srv->index, false);
         srv->pool->in_rotation--;
     }
-    b->last_change = lb_server_wall_now();
+    b->last_change = lb_wall_now();
     /* Drained with its pool's drain_timeout as the old config had it. */
     lb_server_set_drain(d, srv, srv->pool->conf->drain_timeout_ms, true);
     lb_log(CONF_LOG_INFO, "server_removed", "pool=%s server=%s addr=%s active=%u drain_timeout_ms=%llu",
@@ -293,7 +267,7 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
         return;
     /* Detection time: from the start of the first probe of the streak to
      * now, when the verdict takes effect. */
-    detection_ms = (double)(lb_server_mono_ms() - srv->b->health.streak_started_ms);
+    detection_ms = (double)(lb_mono_ms() - srv->b->health.streak_started_ms);
     srv->b->last_detection_ms = detection_ms;
     lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
                     detection_ms);
@@ -376,7 +350,7 @@ static int
 lb_health_create(struct lb_daemon *d, const struct lb_gen *g, const struct hc_spec *specs,
                  size_t n, char *err, size_t errlen)
 {
-    sigset_t block, old;
+    sigset_t old;
     char herr[200];
     int rc;
 
@@ -397,12 +371,7 @@ lb_health_create(struct lb_daemon *d, const struct lb_gen *g, const struct hc_sp
             return -1;
         }
     }
-    /* The health threads must not take the process signals. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    lb_signals_block(&old);
     rc = hc_start(d->hc);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == -1) {

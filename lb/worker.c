@@ -48,22 +48,12 @@ static void lb_worker_sync_listeners(struct lb_worker *w);
 
 /* ------------------------------------------------------------- the limit */
 
-static uint64_t
-lb_worker_now_ms(void)
-{
-    struct timespec ts;
-
-    /* The precise clock: drain deadlines are set by main with it. */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static _Atomic uint64_t lb_limit_last_log_ms;
 
 static bool
 lb_limit_should_log(void)
 {
-    uint64_t now = lb_worker_now_ms();
+    uint64_t now = lb_mono_ms();
     uint64_t last = atomic_load_explicit(&lb_limit_last_log_ms, memory_order_relaxed);
 
     return (last == 0 || now - last >= LB_LIMIT_LOG_INTERVAL_MS) &&
@@ -83,13 +73,6 @@ lb_limit_reserve(struct lb_limit *l)
 }
 
 static void
-lb_limit_notify_all(struct lb_daemon *d)
-{
-    for (size_t i = 0; i < d->nworkers; i++)
-        lb_worker_notify(&d->workers[i]);
-}
-
-static void
 lb_limit_resume(struct lb_daemon *d)
 {
     bool expected = true;
@@ -98,7 +81,7 @@ lb_limit_resume(struct lb_daemon *d)
         if (lb_limit_should_log())
             lb_log(CONF_LOG_INFO, "accept_resumed", "active=%u limit=%u",
                    atomic_load(&d->limit.active), d->limit.max);
-        lb_limit_notify_all(d);
+        lb_workers_notify(d);
     }
 }
 
@@ -108,7 +91,7 @@ lb_limit_pause(struct lb_daemon *d)
     if (!atomic_exchange(&d->limit.paused, true)) {
         if (lb_limit_should_log())
             lb_log(CONF_LOG_WARN, "max_connections_reached", "limit=%u", d->limit.max);
-        lb_limit_notify_all(d);
+        lb_workers_notify(d);
     }
     /* A session may have ended between the failed reserve and the store of
      * the flag, and seen no pause to lift: look again (both sides use
@@ -339,6 +322,13 @@ lb_worker_fini(struct lb_worker *w)
 }
 
 void
+lb_workers_notify(struct lb_daemon *d)
+{
+    for (size_t i = 0; i < d->nworkers; i++)
+        lb_worker_notify(&d->workers[i]);
+}
+
+void
 lb_worker_notify(struct lb_worker *w)
 {
     /* Safe from any thread: evthread_use_pthreads() made the base
@@ -437,7 +427,7 @@ lb_worker_session_gone(struct lb_worker *w)
 static void
 lb_worker_drain_scan(struct lb_worker *w)
 {
-    uint64_t now = lb_worker_now_ms(), next = 0;
+    uint64_t now = lb_mono_ms(), next = 0;
     struct lb_session *s = w->sessions;
 
     while (s != NULL) {
