@@ -1013,6 +1013,14 @@ def make_pools_config(pools, workers=2, log_level="info", health_threads=None,
     return "\n".join(lines), fports
 
 
+def line_of(lines, text):
+    """1-based line number of the config line that starts with text."""
+    for i, l in enumerate(lines):
+        if l.startswith(text):
+            return i + 1
+    raise KeyError(text)
+
+
 def pool_lines(pools, defaults=None):
     """The [pool] sections of a config: pools is [(name, [(server, backend
     or port[, weight])], {key: value})]. The defaults keep the guard and

@@ -9,7 +9,7 @@ import socket
 import time
 
 import harness
-from harness import LbTestCase, lb_test
+from harness import LbTestCase, lb_test, line_of
 
 
 def base_lines():
@@ -38,14 +38,6 @@ def base_lines():
         "retries = 2",                                       # 21
         "check = none",                                      # 22
     ]
-
-
-def line_of(lines, text):
-    """1-based line number of the line that starts with text."""
-    for i, l in enumerate(lines):
-        if l.startswith(text):
-            return i + 1
-    raise KeyError(text)
 
 
 class ConfigErrorsTest(LbTestCase):

@@ -15,7 +15,7 @@ import re
 import socket
 
 import harness
-from harness import HOST, IO_TIMEOUT, LbTestCase, fetch_name, free_port, wait_for
+from harness import HOST, IO_TIMEOUT, LbTestCase, fetch_name, free_port, line_of, wait_for
 from test_reload_traffic import post_reload, servers_of, sighup_fail, start_lb, write_atomic
 
 
@@ -48,13 +48,6 @@ def base_lines(admin_port, port, web1, web2):
         "check = none",                                 # 24
         "min_servers = 0",                              # 25
     ]
-
-
-def line_of(lines, text):
-    for i, l in enumerate(lines):
-        if l.startswith(text):
-            return i + 1
-    raise KeyError(text)
 
 
 def text_of(lines):
