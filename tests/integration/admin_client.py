@@ -210,6 +210,14 @@ class Admin:
         return wait_for(probe, timeout,
                         lambda: f"{pool}/{server}: {what}; last seen {last[0]}")
 
+    def wait_idle(self, pool, server, timeout=10.0):
+        """Waits until lb has closed every session of pool/server. A client
+        that read its answer and closed is not enough: lb sees the close a
+        moment later, and until then an action on the server finds it busy
+        (disable and drain answer "draining", not "disabled")."""
+        return self.wait_server(pool, server, lambda s: s["active_connections"] == 0,
+                                timeout, "no active connection")
+
     def wait_metrics(self, cond, timeout, what):
         """Polls /metrics (parsed) until cond(metrics) is true; returns
         them."""

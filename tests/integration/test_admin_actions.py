@@ -58,6 +58,7 @@ class AdminActionsTest(LbTestCase):
         self.assertEqual(lb.events("admin_listen")[0].get("addr"),
                          f"{harness.HOST}:{lb.admin_port}")
 
+        lb.admin.wait_idle("web", "web1")
         r = lb.admin.action("web", "web1", "disable")
         self.assertServerAnswer(r, lb, "web", "web1", "disabled", "disable")
         before = backs["web1"].accepted
@@ -201,6 +202,7 @@ class AdminActionsTest(LbTestCase):
         self.assertEqual(set(http_via(port) for _ in range(6)), {p0, p1})
 
         # Disabled while healthy, enabled while healthy: up at once.
+        lb.admin.wait_idle("web", "s1")
         r = lb.admin.action("web", "s1", "drain")
         self.assertServerAnswer(r, lb, "web", "s1", "disabled", "drain")
         self.assertEqual(set(http_via(port) for _ in range(6)), {p0})
@@ -244,6 +246,7 @@ class AdminActionsTest(LbTestCase):
             self.assertFalse(lb.events(ev), f"{ev} logged for a refused request")
         self.assertEqual(set(fetch_name(lb.fports["fe_web"]) for _ in range(4)), set(names))
         # A body on an action is harmless.
+        a.wait_idle("web", "web2")
         r = a.post("/pools/web/servers/web2/disable", body=b"{}",
                    headers={"Content-Type": "application/json"})
         self.assertServerAnswer(r, lb, "web", "web2", "disabled", "disable")
@@ -312,6 +315,7 @@ class AdminActionsTest(LbTestCase):
             self.assertEqual(r.status, 200, f"GET {path_get} without token: {r}")
             self.assertEqual(r.media_type()[0], mtype, f"GET {path_get}: {r}")
 
+        a.wait_idle("web", "web1")
         r = a.post(path)        # with "Authorization: Bearer <token>"
         self.assertServerAnswer(r, lb, "web", "web1", "disabled", "disable")
         self.assertNotIn("web1", set(fetch_name(lb.fports["fe_web"]) for _ in range(6)))
