@@ -164,7 +164,9 @@ class AdminActionsTest(LbTestCase):
         srv = lb.admin.wait_server("web", "x1", lambda s: s["state"] == "disabled", WAIT,
                                    "disabled once its connection closed")
         self.assertEqual((srv["active_connections"], srv["admin"]), (0, "disable"), srv)
-        x2 = find_server(lb.admin.stats(), "web", "x2")
+        # The four short clients are gone; the held one stays.
+        x2 = lb.admin.wait_server("web", "x2", lambda s: s["active_connections"] <= 1, WAIT,
+                                  "only the held connection open")
         self.assertEqual((x2["state"], x2["active_connections"]), ("up", 1), x2)
 
     def test_enable_returns_to_health_control(self):
