@@ -58,7 +58,7 @@ void
 lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
                      struct evbuffer *out)
 {
-    const struct bal_pool *bp = srv->pool->bal;
+    uint32_t active = bal_server_active(srv->pool->bal, srv->index);
 
     LB_ADD_LIT(out, "{\"name\":");
     lb_json_str(out, srv->conf->name);
@@ -71,12 +71,12 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
-        srv->conf->weight, lb_server_state_name(lb_server_state(srv)),
+        srv->conf->weight, lb_server_state_name(lb_server_state(srv, active)),
         srv->b->is_guarded ? "true" : "false",
         bal_health_state_name(srv->b->health.state),
         srv->b->admin == LB_ADMIN_NONE ? "none" : srv->b->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
         conf_check_name(srv->pool->conf->check),
-        bal_server_active(bp, srv->index),
+        active,
         (unsigned long long)LB_LOAD(srv->b->total_connections),
         (unsigned long long)LB_LOAD(srv->b->bytes_in),
         (unsigned long long)LB_LOAD(srv->b->bytes_out),
@@ -276,8 +276,9 @@ lb_prom_hist(struct evbuffer *out, const char *name, const char *labels,
 
 typedef void (*lb_prom_server_pt)(struct evbuffer *out, const struct lb_server *srv);
 
+/* "up" is "in rotation", whatever is open */
 static void lb_prom_up(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%d\n", lb_server_state(s) == LB_SERVER_UP); }
+{ evbuffer_add_printf(o, "%d\n", lb_server_state(s, 0) == LB_SERVER_UP); }
 static void lb_prom_active(struct evbuffer *o, const struct lb_server *s)
 { evbuffer_add_printf(o, "%u\n", bal_server_active(s->pool->bal, s->index)); }
 static void lb_prom_total(struct evbuffer *o, const struct lb_server *s)

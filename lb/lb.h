@@ -257,7 +257,7 @@ int lb_health_start(struct lb_daemon *d, const struct lb_gen *g, char *err, size
 void lb_health_stop(struct lb_daemon *d);
 
 /* The reported state; caller holds state_lock. */
-enum lb_server_state lb_server_state(const struct lb_server *srv);
+enum lb_server_state lb_server_state(const struct lb_server *srv, uint32_t active);
 const char *lb_server_state_name(enum lb_server_state s);
 
 /* Recomputes a pool's rotation (after a reload); caller holds state_lock. */

@@ -63,16 +63,19 @@ lb_server_state_name(enum lb_server_state st)
  *   drain/dis. any       no            0                -> disabled
  * (disable closes the connections at once: draining lasts milliseconds)
  * (a guarded server is in rotation: up)
+ * active is the caller's one read of the server's open connections, so that
+ * a state and a count reported together agree ("draining" with 0 open, or
+ * "disabled" with 1, when a worker closes one between two reads).
  */
 enum lb_server_state
-lb_server_state(const struct lb_server *srv)
+lb_server_state(const struct lb_server *srv, uint32_t active)
 {
     const struct lb_backend *b = srv->b;
 
     if (b->is_in_rotation)
         return LB_SERVER_UP;
     /* after disable too, for the moment the workers take to close them */
-    if (atomic_load(&b->active) > 0)
+    if (active > 0)
         return LB_SERVER_DRAINING;
     return b->admin != LB_ADMIN_NONE ? LB_SERVER_DISABLED : LB_SERVER_DOWN;
 }
