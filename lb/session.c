@@ -564,14 +564,16 @@ lb_session_finish(struct lb_session *s, const char *reason)
     event_del(&s->s_read);
     event_del(&s->s_write);
     event_del(&s->timer);
+    /* Counted out before the sockets close: whoever sees the close (the
+     * client, the server, a test) then finds the counts already lowered. */
+    if (s->server != NULL)
+        bal_server_conn_end(s->pool->bal, s->server->index);
+    atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
     lb_half_release(&s->up);
     lb_half_release(&s->down);
     if (s->sfd >= 0)
         close(s->sfd);
     close(s->cfd);
-    if (s->server != NULL)
-        bal_server_conn_end(s->pool->bal, s->server->index);
-    atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
 
     if (s->prev != NULL)
         s->prev->next = s->next;
@@ -583,6 +585,6 @@ lb_session_finish(struct lb_session *s, const char *reason)
 
     lb_gen_unref(s->gen);
     free(s);
-    lb_limit_release(w->daemon);
+    lb_limit_release(w->daemon);    /* after the closes: it guards descriptors */
     lb_worker_session_gone(w);
 }
