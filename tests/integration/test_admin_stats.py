@@ -156,6 +156,7 @@ class AdminStatsTest(LbTestCase):
                         and find_server(st, "p", n)["bytes_in"] == got[n]
                         and find_server(st, "p", n)["active_connections"] == 0
                         for n in names)
+                    and all(find_frontend(st, fe)["active_connections"] == 0 for fe, _ in plan)
                     and st["connections"]["active"] == 0)
         want = {n: dict(total_connections=conns[n], bytes_out=sent[n], bytes_in=got[n])
                 for n in names}
@@ -220,7 +221,7 @@ class AdminStatsTest(LbTestCase):
         before = find_server(lb.admin.stats(), "web", "s0")
         t_crash = hc.crash(p0)
 
-        seen = []
+        seen = [before["consecutive_failures"]]
 
         def down_long(s):
             seen.append(s["consecutive_failures"])

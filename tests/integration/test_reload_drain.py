@@ -134,10 +134,11 @@ class ReloadDrainTest(LbTestCase):
         return lb.admin.stats()["removed_servers"]
 
     def test_removed_server_finishes_its_transfer(self):
-        # drain_timeout 3 s in the old pool; the new file says 100ms, which
-        # must not apply to a server the old config had.
-        lb = self.start_stream_lb("3s")
-        stream = StreamClient(self.port, 24)         # ~1.2 s
+        # drain_timeout 10 s in the old pool; the new file says 100ms, which
+        # must not apply to a server the old config had. The stream runs
+        # long enough to outlast a reload on a slow machine.
+        lb = self.start_stream_lb("10s")
+        stream = StreamClient(self.port, 48)         # ~2.4 s
         self.addCleanup(stream.close)
         stream.wait_bytes(2 + 2 * CHUNK)
         self.assertEqual(stream.label(), "A")
@@ -149,7 +150,7 @@ class ReloadDrainTest(LbTestCase):
         self.assertEqual((ev.get("added"), ev.get("removed")), ("1", "1"), ev)
         rm = lb.wait_event("server_removed", server="A")[0]
         self.assertEqual((rm.get("pool"), rm.get("active"), rm.get("drain_timeout_ms")),
-                         ("web", "1", "3000"), rm)
+                         ("web", "1", "10000"), rm)
 
         # While the transfer runs: A is listed under removed_servers, with
         # its connection, and is no longer in the pool.
@@ -175,17 +176,16 @@ class ReloadDrainTest(LbTestCase):
         # The transfer ends by itself, complete, within drain_timeout.
         t_end, how = stream.wait_end(timeout=10)
         took = t_end - t_reload
-        print(f"\nremoved server, drain_timeout 3s: its ~1.2 s stream ended "
+        print(f"\nremoved server, drain_timeout 10s: its ~2.4 s stream ended "
               f"{took * 1000:.0f} ms after the reload ({how}, {stream.received()} bytes)")
         self.assertEqual(how, "eof")
-        self.assertEqual(len(stream.data), len(expected_stream("A", 24)),
+        self.assertEqual(len(stream.data), len(expected_stream("A", 48)),
                          "the removed server's transfer was cut")
-        self.assertEqual(stream.data, expected_stream("A", 24))
-        self.assertLess(took, 3.0)
-        self.assertEqual(self.a.next_report(), ("done", 24))
+        self.assertEqual(stream.data, expected_stream("A", 48))
+        self.assertEqual(self.a.next_report(), ("done", 48))
         # ... and A leaves removed_servers with its last connection (well
         # before its drain_timeout could have closed anything).
-        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], 1.0,
+        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], IO_TIMEOUT,
                             "A to leave removed_servers")
 
     def test_removed_server_cut_at_drain_timeout(self):
@@ -209,19 +209,21 @@ class ReloadDrainTest(LbTestCase):
               f"{stream.received()} of {len(expected_stream('A', 100))} bytes)")
         self.assertIn(how, ("eof", "reset"))
         self.assertLess(stream.received(), len(expected_stream("A", 100)))
-        self.assertTrue(0.9 <= took <= 1.8,
+        # At about drain_timeout: not the new file's 30 s, not the stream's
+        # own 5 s end (the upper bound leaves room for a slow reload).
+        self.assertTrue(0.9 <= took <= 3.0,
                         f"closed {took:.3f}s after the reload, expected about 1s")
         # What did arrive is an unbroken prefix of the stream.
         self.assertEqual(stream.data, expected_stream("A", 100)[:len(stream.data)])
-        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], 2.0,
+        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], IO_TIMEOUT,
                             "A to leave removed_servers")
         wait_for(lambda: self.a.active == 0, 5.0, "lb to close A's side")
 
     def test_kept_server_keeps_its_connection(self):
         # drain_timeout 1 s: a kept server must not be drained at all, so
-        # its 2 s stream outlives the drain_timeout after the reload.
+        # its 3 s stream outlives the drain_timeout after the reload.
         lb = self.start_stream_lb("1s")
-        stream = StreamClient(self.port, 40)
+        stream = StreamClient(self.port, 60)
         self.addCleanup(stream.close)
         stream.wait_bytes(2 + 2 * CHUNK)
         write_atomic(lb.config_path, self.text([("A", self.a, 3), ("B", self.b)], "1s"))
@@ -235,12 +237,12 @@ class ReloadDrainTest(LbTestCase):
         self.assertEqual(lb.events("server_removed"), [])
         t_end, how = stream.wait_end(timeout=10)
         self.assertEqual(how, "eof")
-        self.assertEqual(stream.data, expected_stream("A", 40), "the kept server's transfer")
+        self.assertEqual(stream.data, expected_stream("A", 60), "the kept server's transfer")
         self.assertGreater(t_end - t_reload, 1.2, "the stream ended early")
-        a = lb.admin.wait_server("web", "A", lambda s: s["active_connections"] == 0, 2.0,
+        a = lb.admin.wait_server("web", "A", lambda s: s["active_connections"] == 0, IO_TIMEOUT,
                                  "the connection to end in lb")
         self.assertEqual((a["total_connections"], a["drained_by_timeout"]), (1, 0), a)
-        self.assertEqual(a["bytes_in"] + a["bytes_out"], len("STREAM 40\n") + len(stream.data),
+        self.assertEqual(a["bytes_in"] + a["bytes_out"], len("STREAM 60\n") + len(stream.data),
                          f"bytes counted on the kept server: {a}")
 
     def test_connection_outlives_its_generations(self):
@@ -274,7 +276,7 @@ class ReloadDrainTest(LbTestCase):
         t_end, how = stream.wait_end(timeout=10)
         self.assertEqual(how, "eof")
         self.assertEqual(stream.data, expected_stream("A", 40))
-        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], 2.0,
+        lb.admin.wait_stats(lambda st: st["removed_servers"] == [], IO_TIMEOUT,
                             "A to leave removed_servers")
         s = StreamClient(p_keep, 2)
         self.assertEqual(s.wait_end(IO_TIMEOUT)[1], "eof")
@@ -376,7 +378,8 @@ class ReloadDrainTest(LbTestCase):
             p_on, p_off = (p_x, p_y) if i % 2 == 0 else (p_y, p_x)
             self.assertEqual(who_echo(p_on), want)
             self.assertTrue(harness.is_refused(p_off), f"reload {i}: removed frontend")
-            wait_for(lambda: len(after(t_after)) >= 5, IO_TIMEOUT,
+            # traffic between reloads, in count rather than a rate floor
+            wait_for(lambda: len(after(t_after)) >= 20, IO_TIMEOUT,
                      "client connections after the reload")
         stop.set()
         for t in threads:
@@ -390,7 +393,6 @@ class ReloadDrainTest(LbTestCase):
               f"{len(refused)} refused, {len(errors)} other errors")
         self.assertEqual(refused, [], "the kept frontend refused connects")
         self.assertEqual(errors, [], "clients of the kept frontend failed")
-        self.assertGreaterEqual(len(recs), 200)
         # Every connection made between two reloads (from its connect to its
         # answer) went to the pool of the generation of the time. (lb picks
         # at accept, which may come after the next reload for a connection

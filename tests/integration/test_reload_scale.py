@@ -1,16 +1,13 @@
 """Reload at scale: a config with 10,000 servers in one pool (check = none,
 never connected to) beside a small pool that serves the frontend. A reload
 must not stall the data path: a client loop that connects and gets an
-answer back to back sees no gap above 100 ms between two answers during 10
-reloads (printed beside the gap without reloads). And reloads must not
+answer back to back sees no gap between two answers during 10 reloads above
+100 ms more than its longest gap without reloads (the machine's own noise,
+measured just before: a loaded machine descheduling the client thread is
+not a stall of lb's). And reloads must not
 leak: lb's resident memory after 100 more reloads is where it was after
 the first ones (not asserted under ASan, whose quarantine keeps freed
-memory; LeakSanitizer checks at exit there).
-
-Under ASan the big pool has 1,000 servers: reading a file of 10,000 servers
-takes lb about 18 s there (its duplicate-name check and the matching of
-kept servers compare every pair of names, and ASan intercepts each
-strcmp), so 110 reloads of it cannot fit in the test's time budget."""
+memory; LeakSanitizer checks at exit there)."""
 
 import threading
 import time
@@ -117,7 +114,7 @@ class ReloadScaleTest(LbTestCase):
                  if logged else ""))
         self.assertEqual(loop.errors[:5], [], f"{len(loop.errors)} clients failed")
         self.assertGreater(reload_n, 0)
-        self.assertLess(reload_gap, STALL_LIMIT_MS,
+        self.assertLess(reload_gap, base_gap + STALL_LIMIT_MS,
                         f"the data path stalled {reload_gap:.0f} ms during reloads "
                         f"(without reloads: {base_gap:.0f} ms)")
 

@@ -25,7 +25,10 @@ class DisableTest(RemovalTestCase):
         s1 = open_stream(self, lb.port, "A")
         s2 = open_stream(self, lb.port, "A")
         sb = open_stream(self, lb.port, "B")
-        self.assertEqual(self.srv("A")["active_connections"], 2)
+        # open_stream's attempts that reached B or C instead are closed by the
+        # client; lb counts them out a moment later.
+        lb.admin.wait_server(self.POOL, "A", lambda s: s["active_connections"] == 2, WAIT,
+                             "A's two streams and nothing else open")
 
         t0 = time.monotonic()
         self.action("A", "disable")
@@ -36,10 +39,10 @@ class DisableTest(RemovalTestCase):
         for e in ends:
             self.assertIn(e[2], ("eof", "reset"))
         self.assertLess(took, PROMPT, "disable must close A's connections at once")
-        st = self.wait_state("A", "disabled", timeout=1.0)
+        st = self.wait_state("A", "disabled", timeout=WAIT)
         self.assertEqual((st["drained_by_timeout"], st["active_connections"], st["admin"]),
                          (2, 0, "disable"), st)
-        wait_for(lambda: a.open_clients == 0, 2.0, "lb to close A's side too")
+        wait_for(lambda: a.open_clients == 0, WAIT, "lb to close A's side too")
         down = lb.wait_event("server_down", server="A")[0]
         self.assertEqual(down.get("reason"), "operator: disable", down)
         self.assertEqual(len(lb.wait_event("server_disable", server="A")), 1)
@@ -69,7 +72,7 @@ class DisableTest(RemovalTestCase):
         lb = self.start()
         a = self.backends["A"]
         self.action("A", "disable")
-        self.wait_state("A", "disabled", timeout=1.0)
+        self.wait_state("A", "disabled", timeout=WAIT)
         # A fails its checks while disabled: the health field follows.
         a.status = 500
         st = lb.admin.wait_server(self.POOL, "A", lambda s: s["health"] == "down", WAIT,
@@ -113,7 +116,7 @@ class DisableTest(RemovalTestCase):
               f"disable ({how})")
         self.assertIn(how, ("eof", "reset"))
         self.assertLess(took, PROMPT)
-        st = self.wait_state("A", "disabled", timeout=1.0)
+        st = self.wait_state("A", "disabled", timeout=WAIT)
         self.assertEqual((st["drained_by_timeout"], st["admin"]), (1, "disable"), st)
         self.assert_consistent()
 
@@ -122,6 +125,9 @@ class DisableTest(RemovalTestCase):
         a = self.backends["A"]
         sa = open_stream(self, lb.port, "A")
         sb = open_stream(self, lb.port, "B")
+        for n in ("A", "B"):
+            lb.admin.wait_server(self.POOL, n, lambda s: s["active_connections"] == 1, WAIT,
+                                 "its stream and nothing else open")
 
         # A health verdict.
         a.status = 500
@@ -132,7 +138,7 @@ class DisableTest(RemovalTestCase):
               f"after server_down ({how})")
         self.assertIn(how, ("eof", "reset"))
         self.assertLess(took, PROMPT)
-        st = self.wait_state("A", "down", timeout=1.0)
+        st = self.wait_state("A", "down", timeout=WAIT)
         self.assertEqual(st["drained_by_timeout"], 1, st)
 
         # An operator drain.
@@ -144,7 +150,7 @@ class DisableTest(RemovalTestCase):
               f"after the POST ({how})")
         self.assertIn(how, ("eof", "reset"))
         self.assertLess(took, PROMPT)
-        st = self.wait_state("B", "disabled", timeout=1.0)
+        st = self.wait_state("B", "disabled", timeout=WAIT)
         self.assertEqual(st["drained_by_timeout"], 1, st)
         self.assertEqual(set(who(lb.port) for _ in range(6)), {"C"})
         self.assert_consistent()
