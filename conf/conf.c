@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,14 +272,21 @@ conf_merge(struct conf_parse *p)
     }
 }
 
+/* workers = 0: one per CPU this process may run on, as HAProxy sizes
+ * nbthread: under taskset or a container's cpuset that is fewer than the
+ * machine has, and more threads than CPUs only take turns. */
 static void
 conf_resolve_workers(struct conf *c)
 {
+    cpu_set_t set;
     long n;
 
     if (c->global.workers != 0)
         return;
-    n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    else
+        n = sysconf(_SC_NPROCESSORS_ONLN);
     c->global.workers = n >= 1 ? (uint32_t)n : 1;
 }
 

@@ -61,7 +61,8 @@ struct conf_expect {
 
 struct conf_global {
     uint32_t workers;               /* 0 in the file = one per CPU; resolved
-                                       to the CPU count by conf_load */
+                                       to the affinity mask's count by
+                                       conf_load */
     uint32_t max_connections;
     enum conf_log_level log_level;
     uint64_t shutdown_timeout_ms;

@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -144,12 +145,13 @@ test_defaults(void)
 {
     struct conf *c = LOAD_OK(FRONTEND POOL);
     const struct conf_pool *p;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t cpus;
 
     if (c == NULL)
         return;
+    CHECK(sched_getaffinity(0, sizeof(cpus), &cpus) == 0);
     CHECK_EQ_STR(c->file, path);
-    CHECK_EQ_INT(c->global.workers, ncpu >= 1 ? ncpu : 1);
+    CHECK_EQ_INT(c->global.workers, CPU_COUNT(&cpus));
     CHECK_EQ_INT(c->global.max_connections, 10000);
     CHECK_EQ_INT(c->global.log_level, CONF_LOG_INFO);
     CHECK_EQ_INT(c->global.shutdown_timeout_ms, 30000);
@@ -197,6 +199,31 @@ test_defaults(void)
     CHECK(!p->min_servers.is_percent);
     CHECK_EQ_INT(p->drain_timeout_ms, 30000);
     CHECK_EQ_INT(p->observe_errors, 3);
+    conf_free(c);
+}
+
+/* workers = 0 counts the CPUs this process may run on (taskset, cpusets),
+ * not the machine's. */
+static void
+test_workers_follow_affinity(void)
+{
+    cpu_set_t all, one;
+    struct conf *c;
+    int first = -1;
+
+    CHECK(sched_getaffinity(0, sizeof(all), &all) == 0);
+    for (int i = 0; i < CPU_SETSIZE && first < 0; i++) {
+        if (CPU_ISSET(i, &all))
+            first = i;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+    c = LOAD_OK("[global]\nworkers = 0\n" FRONTEND POOL);
+    CHECK(sched_setaffinity(0, sizeof(all), &all) == 0);
+    if (c == NULL)
+        return;
+    CHECK_EQ_INT(c->global.workers, 1);
     conf_free(c);
 }
 
@@ -786,6 +813,7 @@ main(void)
 
     test_example();
     test_defaults();
+    test_workers_follow_affinity();
     test_all_keys();
     test_syntax_ok();
     test_long_lines();
