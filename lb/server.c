@@ -260,6 +260,8 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
         srv->b->lag_ms_max = r->lag_ms;
     lb_hist_observe(&st->lag, r->lag_ms);
     lb_hist_observe(&srv->pool->stats->check_duration, r->duration_ms);
+    /* Logged before the transition it may cause, which the tests read as
+     * its cause (harness.transition_streak). */
     lb_log(CONF_LOG_DEBUG, "check",
            "pool=%s server=%s result=%s detail=%s duration_ms=%.1f lag_ms=%.1f",
            srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",

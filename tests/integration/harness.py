@@ -933,6 +933,16 @@ def event_time(ev):
 
 HEALTH_EVENTS = ("check", "server_down", "server_up")
 
+# Slack for the upper bound of a health-check timing (a detection latency,
+# a probe duration, the gap between probes), added to what the contract
+# allows. Load only makes these later: a health thread or lb's main loop
+# scheduled late, a backend answering late. A busy 2-core machine shows a
+# few hundred ms of that now and then, more under ASan. Where a test must
+# tell one probe from the next, the probe count is checked another way
+# (log order: transition_streak; or backend probe times), not by this bound.
+# Lower bounds need no such slack: load cannot make anything earlier.
+HC_SLACK = 0.75 if SANITIZED else 0.5
+
 
 def health_history(lb, pool, server):
     """The check, server_down and server_up events of one server, in log
@@ -942,47 +952,31 @@ def health_history(lb, pool, server):
             and ev.get("pool") == pool and ev.get("server") == server]
 
 
-def transition_streak(history, transition, n, interval):
+def transition_streak(history, transition, n):
     """Checks that `transition` (an event from history: server_down or
     server_up) was caused by exactly the n-th probe of a streak of
     consecutive failed (server_down) or passed (server_up) checks, not by an
     earlier one nor a later one. Returns None when it was, else a message.
 
-    Independent of whether lb logs a probe's check line before or after the
-    transition it causes: the streak is found in log order, then compared in
-    time. The transition must be logged within interval/3 of the n-th check
-    of the streak, and more than interval/2 after the (n-1)-th (probes of a
-    server are one interval apart)."""
+    lb writes a probe's check line and then the transition it causes, in one
+    step of its main loop (lb_server_apply_check), so the cause is the check
+    right before the transition in log order. Timestamps are not used: a
+    stalled main loop applies several results at once, and load can delay a
+    step but not change which probe caused it; the tests bound latencies
+    themselves."""
     want = "failed" if transition["event"] == "server_down" else "passed"
     idx = next(i for i, ev in enumerate(history) if ev is transition)
-    # The streak is the run of `want` checks around the transition: walk
-    # back to the last check with the other result, then forward.
     start = idx
-    while start > 0:
-        ev = history[start - 1]
-        if ev["event"] != "check" or ev.get("result") != want:
-            break
+    while (start > 0 and history[start - 1]["event"] == "check"
+           and history[start - 1].get("result") == want):
         start -= 1
-    streak = []
-    for ev in history[start:]:
-        if ev is transition:
-            continue
-        if ev["event"] != "check" or ev.get("result") != want:
-            break
-        streak.append(ev)
-    if len(streak) < n:
-        return (f"{transition['event']} after a streak of {len(streak)} {want} "
-                f"checks, expected {n}")
-    t = event_time(transition)
-    tn = event_time(streak[n - 1])
-    if abs(t - tn) > interval / 3:
-        return (f"{transition['event']} at {transition['ts']} is not at the "
-                f"{want} check #{n} ({streak[n - 1]['ts']}); streak: "
-                + ", ".join(e["ts"] for e in streak))
-    if n >= 2 and t - event_time(streak[n - 2]) < interval / 2:
-        return (f"{transition['event']} at {transition['ts']} already at the "
-                f"{want} check #{n - 1} ({streak[n - 2]['ts']})")
-    return None
+    cause = idx - start
+    if cause == n:
+        return None
+    streak = [e["ts"] for e in history[start:idx]]
+    return (f"{transition['event']} at {transition['ts']} came with {want} check "
+            f"#{cause} of its streak, expected #{n}; the streak before it: "
+            + (", ".join(streak) or "none"))
 
 
 def make_pools_config(pools, workers=2, log_level="info", health_threads=None,

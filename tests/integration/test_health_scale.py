@@ -1,13 +1,17 @@
 """Checks at scale: 200 servers in one pool on one health thread, check =
 http every 1 s (timeout 1 s, fall 1). When 20 of them hang, those 20 are out
-within 2.5 s (the next probe starts within 1 s, times out 1 s later), while
-the 180 others stay up and keep being probed once a second: hung probes
-waiting for their timeout must not delay anyone else's schedule.
+within 2 s (the next probe starts within 1 s, times out 1 s later; plus
+harness.HC_SLACK for load), while the 180 others stay up and keep being
+probed once a second: hung probes waiting for their timeout must not delay
+anyone else's schedule.
 
 The servers are 200 ports of one hc_backend process, which records the
 monotonic time of every health request it receives; the intervals between
 consecutive requests to each healthy port over about 4 s show the
-schedule."""
+schedule: their median is the interval, and no healthy probe comes 3/4 of
+an interval late (a lost slot would be a whole interval). A checker that
+waited for the hung probes would hold the others for up to their 1 s
+timeout each, 20 of them a round."""
 
 import random
 import statistics
@@ -19,6 +23,7 @@ from harness import LbTestCase, event_time, wait_for
 SERVERS = 200
 HUNG = 20
 INTERVAL = 1.0
+TIMEOUT = 1.0
 WINDOW = 4.0
 
 
@@ -50,13 +55,14 @@ class HealthScaleTest(LbTestCase):
         self.assertEqual({e["server"] for e in downs}, {names[p] for p in hung},
                          "the servers that went down")
         slow = []
+        limit = INTERVAL + TIMEOUT + harness.HC_SLACK
         for e in downs:
             self.assertIn("timeout", e.get("reason", "").lower(), e)
             self.assertEqual(e.get("failures"), "1", e)
             lat = event_time(e) - t_hang
-            if lat > 2.5:
+            if lat > limit:
                 slow.append(f"{e['server']}: {lat * 1000:.0f} ms")
-        self.assertFalse(slow, "hung servers out later than 2.5 s after the hang: "
+        self.assertFalse(slow, f"hung servers out later than {limit:.2f} s after the hang: "
                          + ", ".join(slow))
         self.assertEqual(sorted(int(e["in_rotation"].split("/")[0]) for e in downs),
                          list(range(SERVERS - HUNG, SERVERS)))
@@ -83,7 +89,7 @@ class HealthScaleTest(LbTestCase):
               f"{max(event_time(e) for e in downs) - t_hang:.2f} s", flush=True)
         self.assertLess(abs(med - INTERVAL), 0.15, f"median interval {med:.3f} s")
         worst = max(per_port_max, key=per_port_max.get)
-        self.assertLess(per_port_max[worst], 1.5,
+        self.assertLess(per_port_max[worst], INTERVAL * 1.75,
                         f"port {worst} ({names[worst]}) waited {per_port_max[worst]:.3f} s")
         self.assertEqual(len(lb.events("server_down")), HUNG,
                          "a healthy server went down")
