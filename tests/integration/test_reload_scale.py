@@ -1,14 +1,16 @@
 """Reload at scale: a config with 10,000 servers in one pool (check = none,
 never connected to) beside a small pool that serves the frontend. A reload
-must not stall the data path: a client loop that connects and gets an
-answer back to back sees no gap between two answers during 10 reloads above
-100 ms more than its longest gap without reloads (the machine's own noise,
-measured just before: a loaded machine descheduling the client thread is
-not a stall of lb's). And reloads must not
-leak: lb's resident memory after 100 more reloads is where it was after
+must not stall the data path: a client loop connects and gets an answer
+back to back, and over 10 reloads the median of each reload's longest gap
+between two answers stays under 100 ms. A reload that held up the workers
+would show in every reload; a loaded machine descheduling the client or lb
+now and then shows in one or two, which the median does not see (the
+longest gap overall is printed, beside the one without reloads). And
+reloads must not leak: lb's resident memory after 100 more reloads is where it was after
 the first ones (not asserted under ASan, whose quarantine keeps freed
 memory; LeakSanitizer checks at exit there)."""
 
+import statistics
 import threading
 import time
 
@@ -95,28 +97,34 @@ class ReloadScaleTest(LbTestCase):
         base_gap, base_n = loop.max_gap(t0, t_base_end)
 
         # 10 reloads by SIGHUP, each waited for.
-        durations = []
+        durations, windows = [], []
         t_r0 = time.monotonic()
         for i in range(10):
             write_atomic(lb.config_path, texts[(i + 1) % 2])
             t_sig = time.monotonic()
             sighup_reload(lb, i + 2, timeout=60)
-            durations.append((time.monotonic() - t_sig) * 1000)
+            t_done = time.monotonic()
+            durations.append((t_done - t_sig) * 1000)
+            windows.append((t_sig, t_done))
         t_r1 = time.monotonic()
         reload_gap, reload_n = loop.max_gap(t_r0, t_r1)
         loop.stop()
+        per_reload = sorted(loop.max_gap(a, b)[0] for a, b in windows)
+        median_gap = statistics.median(per_reload)
         logged = [float(e["duration_ms"]) for e in lb.events("reload") if "duration_ms" in e]
         print(f"\n{NSERVERS} servers: data-path max gap {base_gap:.1f} ms without reloads "
               f"({base_n} answers in {t_base_end - t0:.1f}s), {reload_gap:.1f} ms during 10 "
               f"reloads ({reload_n} answers in {t_r1 - t_r0:.1f}s); reload took "
               f"{min(durations):.0f}-{max(durations):.0f} ms from signal to logged"
               + (f", {min(logged):.0f}-{max(logged):.0f} ms by lb's duration_ms"
-                 if logged else ""))
+                 if logged else "")
+              + "; longest gap of each reload: " + ", ".join(f"{g:.0f}" for g in per_reload)
+              + " ms")
         self.assertEqual(loop.errors[:5], [], f"{len(loop.errors)} clients failed")
         self.assertGreater(reload_n, 0)
-        self.assertLess(reload_gap, base_gap + STALL_LIMIT_MS,
-                        f"the data path stalled {reload_gap:.0f} ms during reloads "
-                        f"(without reloads: {base_gap:.0f} ms)")
+        self.assertLess(median_gap, STALL_LIMIT_MS,
+                        f"reloads stalled the data path: the longest gap of each reload, "
+                        f"{[round(g) for g in per_reload]} ms (without reloads: {base_gap:.0f} ms)")
 
         # 100 more reloads (POST /reload answers when each is done),
         # alternating the two files; resident memory after them.
