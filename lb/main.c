@@ -126,13 +126,14 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
                c->frontends[i].pool_name);
 }
 
+/* Runs with SIGTERM, SIGINT and SIGHUP blocked (main blocked them); they
+ * are unblocked, with old, once libevent's handlers for them are added. */
 static int
-lb_main_run(struct lb_daemon *d, const char *path)
+lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
 {
     struct event *sig_ev[3] = { NULL, NULL, NULL };
     const struct conf *c = d->gen->conf;
     uint64_t fd_limit = lb_net_raise_fd_limit();
-    sigset_t old;
     char err[256];
     size_t started = 0;
     bool signals_ok = true;
@@ -160,11 +161,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
         }
     }
 
-    /* No thread but main may take the process signals: block them while
-     * the threads are created (they inherit the mask); libevent's handlers
-     * on the main base get them. Health and admin start before the workers,
-     * which read d->hc. */
-    lb_signals_block(&old);
+    /* Health and admin start before the workers, which read d->hc. */
     if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
         lb_admin_start(d, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
@@ -175,7 +172,6 @@ lb_main_run(struct lb_daemon *d, const char *path)
         if (lb_worker_start(&d->workers[started]) == -1)
             break;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 
     sig_ev[0] = evsignal_new(d->base, SIGTERM, lb_main_on_stop_signal, d);
     sig_ev[1] = evsignal_new(d->base, SIGINT, lb_main_on_stop_signal, d);
@@ -184,6 +180,7 @@ lb_main_run(struct lb_daemon *d, const char *path)
         if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
             signals_ok = false;
     }
+    pthread_sigmask(SIG_SETMASK, old, NULL);    /* a pending one runs now */
     if (signals_ok && started < d->nworkers) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"cannot start worker threads or signal handlers\"");
         signals_ok = false;
@@ -238,6 +235,7 @@ main(int argc, char **argv)
     struct conf *conf = NULL;
     char *errors = NULL;
     char gen_err[300];
+    sigset_t old;
     int opt, status;
 
     while ((opt = getopt(argc, argv, "c:thv")) != -1) {
@@ -271,6 +269,12 @@ main(int argc, char **argv)
         conf_free(conf);
         return 1;
     }
+    /* No thread but main may take the process signals, and main only
+     * through libevent's handlers: blocked from before the listeners are
+     * bound until those handlers are added, so that a SIGTERM while lb
+     * starts (clients may connect from the bind on) is a graceful stop,
+     * not a kill. Threads inherit the mask. */
+    lb_signals_block(&old);
     /* Listening sockets are bound here, before anything starts: a port in
      * use is reported like a config error and lb does not start. */
     d.nworkers = conf->global.workers;
@@ -282,7 +286,7 @@ main(int argc, char **argv)
                lb_log_quote((char[600]){ 0 }, 600, gen_err));
         return 1;
     }
-    status = lb_main_run(&d, path);
+    status = lb_main_run(&d, path, &old);
     lb_gen_unref(d.gen);
     lb_log(CONF_LOG_INFO, "exit", "status=%d", status);
     libevent_global_shutdown();

@@ -94,5 +94,25 @@ class ShutdownTest(LbTestCase):
         self.assertTrue(harness.is_refused(lb.port))
 
 
+    def test_signal_while_starting_is_a_graceful_stop(self):
+        # Clients can connect from the bind on, before lb's handlers are in
+        # place: a SIGTERM, SIGINT or SIGHUP then must not kill it. Sent the
+        # moment the port accepts, many times over.
+        echo = self.echo()
+        text, port = harness.make_config([("echo", echo)], shutdown_timeout="3s")
+        for i in range(12):
+            sig = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)[i % 3]
+            lb = self.start_lb(text, port=port, wait_ready=False)
+            wait_for(lambda: not harness.is_refused(port, timeout=0.5), 10,
+                     "the frontend port to accept")
+            lb.send_signal(sig)
+            if sig == signal.SIGHUP:        # a reload, then on as usual
+                lb.wait_event("reload", timeout=10)
+                lb.assert_running()
+                lb.send_signal(signal.SIGTERM)
+            self.assertEqual(lb.wait_exit(timeout=10), 0,
+                             f"start {i}: lb killed by {sig.name} while starting")
+            lb.wait_event("exit", timeout=1, status=0)
+
 if __name__ == "__main__":
     harness.main()
