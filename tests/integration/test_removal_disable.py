@@ -19,6 +19,19 @@ PROMPT = 1.0            # "at once": the client sees the close within this
 
 class DisableTest(RemovalTestCase):
 
+    def assert_closed_at_once(self, server, action, streams, what):
+        """POSTs action on server; every stream must be closed by lb (EOF or
+        reset) within PROMPT of the POST. Prints the time."""
+        t0 = time.monotonic()
+        self.action(server, action)
+        ends = [s.wait_end(timeout=WAIT) for s in streams]
+        took = max(e[0] for e in ends) - t0
+        print(f"\n{what} {took * 1000:.0f} ms after the POST "
+              f"({', '.join(e[2] for e in ends)})")
+        for e in ends:
+            self.assertIn(e[2], ("eof", "reset"))
+        self.assertLess(took, PROMPT, f"{action} must close {server}'s connections at once")
+
     def test_disable_closes_at_once_then_enable(self):
         lb = self.start()                   # drain_timeout: default 30 s
         a = self.backends["A"]
@@ -30,15 +43,8 @@ class DisableTest(RemovalTestCase):
         lb.admin.wait_server(self.POOL, "A", lambda s: s["active_connections"] == 2, WAIT,
                              "A's two streams and nothing else open")
 
-        t0 = time.monotonic()
-        self.action("A", "disable")
-        ends = [s.wait_end(timeout=WAIT) for s in (s1, s2)]
-        took = max(e[0] for e in ends) - t0
-        print(f"\ndisable: both connections to A closed {took * 1000:.0f} ms after the POST "
-              f"({', '.join(e[2] for e in ends)})")
-        for e in ends:
-            self.assertIn(e[2], ("eof", "reset"))
-        self.assertLess(took, PROMPT, "disable must close A's connections at once")
+        self.assert_closed_at_once("A", "disable", (s1, s2),
+                                   "disable: both connections to A closed")
         st = self.wait_state("A", "disabled", timeout=WAIT)
         self.assertEqual((st["drained_by_timeout"], st["active_connections"], st["admin"]),
                          (2, 0, "disable"), st)
@@ -108,14 +114,8 @@ class DisableTest(RemovalTestCase):
         self.assertEqual(self.srv("A")["state"], "draining")
         stream.wait_rounds_after(time.monotonic(), 5)
 
-        t0 = time.monotonic()
-        self.action("A", "disable")
-        t_end, _, how = stream.wait_end(timeout=WAIT)
-        took = t_end - t0
-        print(f"\ndrain then disable: connection closed {took * 1000:.0f} ms after the "
-              f"disable ({how})")
-        self.assertIn(how, ("eof", "reset"))
-        self.assertLess(took, PROMPT)
+        self.assert_closed_at_once("A", "disable", (stream,),
+                                   "drain then disable: connection closed")
         st = self.wait_state("A", "disabled", timeout=WAIT)
         self.assertEqual((st["drained_by_timeout"], st["admin"]), (1, "disable"), st)
         self.assert_consistent()
@@ -142,14 +142,8 @@ class DisableTest(RemovalTestCase):
         self.assertEqual(st["drained_by_timeout"], 1, st)
 
         # An operator drain.
-        t0 = time.monotonic()
-        self.action("B", "drain")
-        t_end, _, how = sb.wait_end(timeout=WAIT)
-        took = t_end - t0
-        print(f"drain_timeout = 0, POST drain: connection closed {took * 1000:.0f} ms "
-              f"after the POST ({how})")
-        self.assertIn(how, ("eof", "reset"))
-        self.assertLess(took, PROMPT)
+        self.assert_closed_at_once("B", "drain", (sb,),
+                                   "drain_timeout = 0, POST drain: connection closed")
         st = self.wait_state("B", "disabled", timeout=WAIT)
         self.assertEqual(st["drained_by_timeout"], 1, st)
         self.assertEqual(set(who(lb.port) for _ in range(6)), {"C"})
