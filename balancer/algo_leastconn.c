@@ -26,7 +26,7 @@ int bal_algo_leastconn_pick(const struct bal_pool *p, struct bal_cursor *c,
 
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
-        active = atomic_load_explicit(p->servers[i].active_connections,
+        active = atomic_load_explicit(&p->servers[i].live->active_connections,
                                       memory_order_relaxed);
         weight = p->servers[i].weight;
         /* active/weight < best_active/best_weight without a division: both

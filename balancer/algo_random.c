@@ -66,9 +66,9 @@ int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
     if (b < 0)
         return a;
 
-    a_active = atomic_load_explicit(p->servers[a].active_connections,
+    a_active = atomic_load_explicit(&p->servers[a].live->active_connections,
                                     memory_order_relaxed);
-    b_active = atomic_load_explicit(p->servers[b].active_connections,
+    b_active = atomic_load_explicit(&p->servers[b].live->active_connections,
                                     memory_order_relaxed);
     a_weight = p->servers[a].weight;
     b_weight = p->servers[b].weight;

@@ -7,9 +7,10 @@
  *
  * Threads: a struct bal_pool is built once (by the main thread, as part of a
  * configuration generation) and its weights never change afterwards. Two
- * fields of each server change while workers pick, and both are atomics:
- *   - in_rotation: written by the main thread (health verdicts, operator
- *     actions), read by every worker on each pick;
+ * fields of each server change while workers pick, both atomics in its
+ * struct bal_live:
+ *   - in_rotation: written by the main thread (what bal_rotation_decide
+ *     returned), read by every worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
  * Everything that changes on each pick (smooth round-robin weights, the
@@ -31,17 +32,27 @@ enum bal_algo {
     BAL_ALGO_RANDOM,          /* power of two weighted random choices */
 };
 
-/* Public because the daemon reads active_connections for its stats and
- * flips in_rotation; the pool owns the array. */
+/* What changes about a server while workers pick: its place in rotation
+ * (written by the main thread, from bal_rotation_decide's verdict) and its
+ * open connections (bumped by the worker that owns each one). A server kept
+ * by a reload is one struct bal_live shared by the pools of every
+ * generation that has it, so a session of an old generation that retries
+ * sees today's rotation, and a connection is counted once. */
+struct bal_live {
+    _Atomic bool in_rotation;
+    _Atomic uint32_t active_connections;
+};
+
+/* Public because the daemon reads active_connections for its stats; the
+ * pool owns the array. */
 struct bal_server {
     uint32_t weight;                       /* >= 1, immutable */
     uint64_t id_hash;                      /* hash of the server's name: keeps
                                               source hashing stable across
                                               reloads and reorderings */
-    _Atomic bool in_rotation;              /* main thread writes */
-    _Atomic uint32_t *active_connections;  /* workers write; points to
-                                              own_active unless shared */
-    _Atomic uint32_t own_active;
+    struct bal_live *live;                 /* points to own_live unless
+                                              shared (bal_server_share) */
+    struct bal_live own_live;
 };
 
 struct bal_pool {
@@ -76,11 +87,9 @@ int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
 /* Rotation and connection accounting; any thread. */
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in);
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i);
-/* Makes server i count its active connections in counter instead of its
- * own: a server kept across a reload shares one count between the pools of
- * both generations. Before any pick. */
-void bal_server_share_active(struct bal_pool *p, size_t i,
-                             _Atomic uint32_t *counter);
+/* Makes server i use live instead of its own: the daemon keeps one per
+ * server across reloads. Before any pick. */
+void bal_server_share(struct bal_pool *p, size_t i, struct bal_live *live);
 void bal_server_conn_start(struct bal_pool *p, size_t i);
 void bal_server_conn_end(struct bal_pool *p, size_t i);
 uint32_t bal_server_active(const struct bal_pool *p, size_t i);
@@ -128,26 +137,91 @@ enum bal_health_change bal_health_apply(struct bal_health *h, bool passed,
 bool bal_health_is_up(const struct bal_health *h);
 const char *bal_health_state_name(enum bal_health_state s);
 
-/* ----------------------------------------------------------- guard.c
- * The minimum-pool guard. Pure: the caller fills one entry per server of a
- * pool with its inputs and gets in_rotation and guarded back.
+/* --------------------------------------------------------- rotation.c
+ * A pool's rotation: for every server, from all of its inputs, whether it
+ * is in rotation, held there by the minimum-pool guard, at what weight, and
+ * why it moved. The one place that decides; the daemon carries out what it
+ * returns. Pure: the caller fills the inputs and passes the pool's floor.
  */
-struct bal_guard_server {
+enum bal_admin {
+    BAL_ADMIN_NONE = 0,         /* health checks decide */
+    BAL_ADMIN_DRAIN,            /* out; open connections finish */
+    BAL_ADMIN_DISABLE,          /* out (maintenance); connections closed */
+};
+
+/* What made the caller ask for a decision. */
+enum bal_cause {
+    BAL_CAUSE_BUILD = 0,        /* a generation was built: start or reload */
+    BAL_CAUSE_HEALTH,           /* server `cause` got a new health verdict */
+    BAL_CAUSE_ADMIN,            /* an operator acted on server `cause` */
+};
+
+/* Why a server moved; the caller turns it into its log text. */
+enum bal_why {
+    BAL_WHY_NONE = 0,           /* it did not move */
+    BAL_WHY_PLACED,             /* first decision about a new server: its
+                                   starting place, not a change */
+    BAL_WHY_RELOAD,             /* a reload changed its pool */
+    BAL_WHY_REMOVED,            /* a reload removed it: it drains */
+    BAL_WHY_HEALTH,             /* its own health verdict */
+    BAL_WHY_ADMIN,              /* an operator's action on it */
+    BAL_WHY_GUARD_HOLD,         /* failing, held in by min_servers */
+    BAL_WHY_GUARD_RELEASE,      /* failing, let go by min_servers */
+};
+
+struct bal_member {
     /* inputs */
-    bool is_healthy;            /* health checks say up */
-    bool is_admin_out;          /* an operator took it out */
-    bool was_guarded;           /* held by the previous call */
+    enum bal_health_state health;
+    enum bal_admin admin;
+    bool is_removed;            /* gone from the config (reload) */
+    bool is_new;                /* never decided before */
+    bool was_in_rotation;       /* the previous decision, as published */
+    bool was_guarded;
     uint64_t down_since_ms;     /* when its failing streak began */
+    uint32_t weight;            /* configured */
+    uint64_t drain_timeout_ms;  /* of its pool */
+
     /* outputs */
     bool in_rotation;
-    bool guarded;               /* failing, held in rotation by the floor */
+    bool is_guarded;            /* failing, held in rotation by the floor */
+    uint32_t weight_now;        /* effective weight: 0 when out */
+    enum bal_why why;           /* why in_rotation differs from before */
+    bool guard_held;            /* edge: is_guarded and not was_guarded */
+    bool guard_released;        /* edge: was_guarded and not is_guarded */
+    /* Drain: when drain_restart, the server's open connections are to be
+     * closed drain_ms from now (0: at once); when it came back into
+     * rotation, nothing is to be closed (drain_clear). */
+    bool drain_restart;
+    bool drain_clear;
+    uint64_t drain_ms;
 };
 
 /* The floor: min_servers as a count, or a percent of nservers rounded up;
  * never more than nservers. */
 uint32_t bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers);
 
-/* Decides rotation for the n servers of a pool with the given floor. */
-void bal_guard_apply(struct bal_guard_server *s, size_t n, uint32_t floor);
+/* Decides the n members of one pool (removed servers of the pool included:
+ * they never count towards the floor). cause is the index of the member
+ * whose input changed (ignored for BAL_CAUSE_BUILD). Returns how many are in
+ * rotation. */
+size_t bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
+                           enum bal_cause kind, size_t cause);
+
+/* The state an operator reads, from the decision and the open connections:
+ * up (in rotation, guarded too), draining (out, connections open), down (out
+ * by health, none open), disabled (out by an operator, none open). */
+enum bal_state {
+    BAL_STATE_UP = 0,
+    BAL_STATE_DRAINING,
+    BAL_STATE_DOWN,
+    BAL_STATE_DISABLED,
+};
+enum bal_state bal_state_of(bool in_rotation, enum bal_admin admin, uint32_t active);
+const char *bal_state_name(enum bal_state s);
+const char *bal_admin_name(enum bal_admin a);
+
+/* When the open connections of a server that leaves rotation now are to be
+ * closed: now + timeout, never 0 (0 means "no deadline"). */
+uint64_t bal_drain_deadline(uint64_t now_ms, uint64_t timeout_ms);
 
 #endif /* BAL_H */

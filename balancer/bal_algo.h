@@ -46,7 +46,7 @@ static inline uint64_t bal_mix64(uint64_t x)
 static inline bool bal_server_eligible(const struct bal_pool *p, size_t i,
                                        const uint32_t *tried, size_t ntried)
 {
-    if (!atomic_load_explicit(&p->servers[i].in_rotation,
+    if (!atomic_load_explicit(&p->servers[i].live->in_rotation,
                               memory_order_relaxed))
         return false;
     for (size_t k = 0; k < ntried; k++)

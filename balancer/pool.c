@@ -44,9 +44,9 @@ struct bal_pool *bal_pool_new(enum bal_algo algo, size_t n,
          * dividing by a zero total if a caller ever forgets. */
         s->weight = weights[i] > 0 ? weights[i] : 1;
         s->id_hash = bal_hash_bytes(names[i], strlen(names[i]));
-        atomic_init(&s->in_rotation, true);
-        atomic_init(&s->own_active, 0);
-        s->active_connections = &s->own_active;
+        atomic_init(&s->own_live.in_rotation, true);
+        atomic_init(&s->own_live.active_connections, 0);
+        s->live = &s->own_live;
     }
     return p;
 }
@@ -120,26 +120,26 @@ int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
 
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in)
 {
-    atomic_store_explicit(&p->servers[i].in_rotation, in,
+    atomic_store_explicit(&p->servers[i].live->in_rotation, in,
                           memory_order_relaxed);
 }
 
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
 {
-    return atomic_load_explicit(&p->servers[i].in_rotation,
+    return atomic_load_explicit(&p->servers[i].live->in_rotation,
                                 memory_order_relaxed);
 }
 
 void bal_server_conn_start(struct bal_pool *p, size_t i)
 {
-    atomic_fetch_add_explicit(p->servers[i].active_connections, 1,
+    atomic_fetch_add_explicit(&p->servers[i].live->active_connections, 1,
                               memory_order_relaxed);
 }
 
 void bal_server_conn_end(struct bal_pool *p, size_t i)
 {
     uint32_t prev = atomic_fetch_sub_explicit(
-        p->servers[i].active_connections, 1, memory_order_relaxed);
+        &p->servers[i].live->active_connections, 1, memory_order_relaxed);
 
     /* Ending a connection that never started is a daemon bug: debug builds
      * stop here. Release builds put the count back to 0 rather than leave
@@ -147,19 +147,18 @@ void bal_server_conn_end(struct bal_pool *p, size_t i)
      * for good. */
     assert(prev != 0);
     if (prev == 0)
-        atomic_fetch_add_explicit(p->servers[i].active_connections, 1,
+        atomic_fetch_add_explicit(&p->servers[i].live->active_connections, 1,
                                   memory_order_relaxed);
 }
 
-void bal_server_share_active(struct bal_pool *p, size_t i,
-                             _Atomic uint32_t *counter)
+void bal_server_share(struct bal_pool *p, size_t i, struct bal_live *live)
 {
-    p->servers[i].active_connections = counter;
+    p->servers[i].live = live;
 }
 
 uint32_t bal_server_active(const struct bal_pool *p, size_t i)
 {
-    return atomic_load_explicit(p->servers[i].active_connections,
+    return atomic_load_explicit(&p->servers[i].live->active_connections,
                                 memory_order_relaxed);
 }
 

@@ -5,9 +5,9 @@
  * The module knows the check specs and its own event bases, nothing else: it
  * never touches sessions or balancer state. Each of its threads runs many
  * non-blocking probes on one event loop (a hung server costs a timer, not a
- * thread). Results go onto a queue the module owns; when the queue turns
- * non-empty it calls the notify function the caller gave (from a health
- * thread), and the caller swaps the results out with hc_take_results().
+ * thread). Each result is posted, as a struct hc_result, to the mailbox the
+ * caller gave (lb/core/core.h), which delivers it on the caller's loop; the
+ * module's own threads get their work through mailboxes of their own.
  *
  * Scheduling: every target is probed once at hc_start(), then every
  * interval, each probe planned from the plan of the previous one (not its
@@ -56,26 +56,20 @@ struct hc_result {
     double started_at;              /* unix seconds */
 };
 
-typedef void (*hc_notify_pt)(void *arg);
-
 struct hc;
+struct lb_mailbox;
 
-/* A module with `threads` threads (not started). notify is called from a
- * health thread each time the result queue turns non-empty. NULL with err
- * set on failure. Main thread. */
-struct hc *hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg,
-                  char *err, size_t errlen);
+/* A module with `threads` threads (not started) that posts its results to
+ * results (a mailbox of struct hc_result). NULL with err set on failure.
+ * Main thread. */
+struct hc *hc_new(unsigned threads, struct lb_mailbox *results, char *err,
+                  size_t errlen);
 
 /* Adds a target, before hc_start. -1 with err set (bad CA file, memory). */
 int hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen);
 
 /* Starts the threads; every target is probed at once. -1 on failure. */
 int hc_start(struct hc *hc);
-
-/* Moves the results gathered since the last call into *out (the caller
- * frees it with free()) and returns how many; 0 and NULL when none. Results
- * of one target come in the order their probes started. Any thread. */
-size_t hc_take_results(struct hc *hc, struct hc_result **out);
 
 /* Replaces the set of targets, after hc_start: an id missing from specs is
  * removed (a probe in flight is dropped), an id already known takes the new
@@ -98,6 +92,13 @@ void hc_free(struct hc *hc);
  * Pure; exposed for the unit tests. */
 int hc_parse_status_line(const char *line, size_t len, int *code,
                          char *reason, size_t reason_len);
+
+/* The schedule: when the probe after the one planned at `planned` is due,
+ * the timer of that slot having fired at `now`. seq is the number of probes
+ * started so far; rnd a random number (the spread of the second probe).
+ * Pure; exposed for the unit tests. */
+uint64_t hc_sched_next(uint64_t planned, uint64_t now, uint64_t interval,
+                       uint64_t seq, uint64_t rnd);
 
 /* True when code is in one of the ranges. Pure. */
 bool hc_expect_match(const struct conf_expect *e, int code);

@@ -14,10 +14,10 @@ struct event;
 struct event_base;
 struct hc_probe;
 
-/* One server's check: created by hc_add on the main thread, then owned by
- * its health thread (timer, probe in flight, sequence). */
+/* One server's check: created on the main thread (hc_add, hc_update), then
+ * owned by its health thread (timer, probe in flight, sequence). */
 struct hc_target {
-    struct hc_thread *thread;
+    struct hc_thread *thread;       /* threads[id % nthreads], for life */
     struct hc_spec spec;            /* strings owned (strdup) */
     char sni[256];                  /* spec.host without port; "" for an IP */
     char request[512];              /* the HTTP request, built once */
@@ -28,31 +28,22 @@ struct hc_target {
     uint64_t seq;
     struct hc_probe *probe;         /* in flight, or NULL */
     uint64_t skipped;               /* slots lost to a probe still running */
-    bool is_adopted;                /* on its thread's list (thread only) */
 };
 
+/* One health thread. Everything but the mailbox belongs to the thread once
+ * it runs; before hc_start the main thread fills it. */
 struct hc_thread {
     struct hc *hc;
+    unsigned index;
     pthread_t thread;
     bool is_running;
     struct event_base *base;
-    struct hc_target **targets;
+    struct lb_mailbox *mailbox;     /* struct hc_msg from other threads */
+    struct hc_target **targets;     /* the thread's list */
     size_t ntargets, cap;
-
-    /* out-of-schedule requests from other threads (hc_probe_now) */
-    pthread_mutex_t now_lock;
-    uint32_t *now_ids;
-    size_t nnow, capnow;
-    struct event *now_ev;
-    struct event *stop_ev;              /* hc_free ends the loop with it */
-
-    /* hc_update's changes for this thread, under now_lock */
-    struct hc_op {
-        struct hc_target *tg;           /* to adopt, NULL for a removal */
-        struct hc_target *old;          /* it replaces / to remove */
-    } *ops;
-    size_t nops, capops;
-    struct event *ops_ev;
+    struct hc_target **by_slot;     /* by id / nthreads, for probe-now */
+    size_t nslots;
+    uint64_t rng;                   /* the schedule's spread (splitmix64) */
 };
 
 uint64_t hc_now_ms(void);
@@ -62,7 +53,7 @@ uint64_t hc_now_ms(void);
 void hc_probe_start(struct hc_target *tg, double lag_ms);
 void hc_probe_cancel(struct hc_probe *p);     /* stop: no result */
 
-/* hc_pool.c: queues a result for the main thread. Health thread. */
+/* hc_pool.c: posts a result to the caller's mailbox. Health thread. */
 void hc_result_push(struct hc *hc, const struct hc_result *r);
 
 #endif /* HC_INT_H */

@@ -1,11 +1,13 @@
 /*
  * hc_pool.c - the health module: its threads, the schedule of every target,
- * and the queue that hands results to the main thread.
+ * and the messages that reach them.
  *
- * Targets are spread round robin over the threads when added; from
- * hc_start on, a target belongs to its thread alone. The only state shared
- * between threads is the result queue (a mutex-protected array swapped out
- * whole by hc_take_results) and the notify callback.
+ * A target belongs to thread id % nthreads for its whole life, so that any
+ * thread can address a message about it without a shared map. The main
+ * thread keeps its own map of the targets it created (by_id, main only);
+ * each health thread keeps the targets it runs (its list and by_slot).
+ * Everything between threads goes through mailboxes (lb/core/core.h): ops
+ * and probe-now requests to each health thread, results to the caller.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <event2/thread.h>
 #include <openssl/err.h>
 
+#include "core.h"
 #include "hc_int.h"
 
 /* SSL contexts are shared by the targets with the same verify settings:
@@ -31,35 +34,36 @@ struct hc_tls {
 struct hc {
     struct hc_thread *threads;
     unsigned nthreads;
-    unsigned next_thread;           /* round robin for hc_add */
     bool is_started;
-    struct hc_tls *tls;             /* main thread, before start */
-    hc_notify_pt notify;
-    void *notify_arg;
-    pthread_mutex_t map_lock;       /* guards by_id: main replaces it on
-                                       update, workers and health threads
-                                       read it */
-    struct hc_target **by_id;
+    struct hc_tls *tls;             /* main thread */
+    struct lb_mailbox *results;     /* the caller's: struct hc_result */
+    struct hc_target **by_id;       /* main thread: the targets it made */
     size_t nby_id;
+};
 
-    pthread_mutex_t lock;           /* guards the queue below */
-    struct hc_result *queue;
-    size_t nqueue, capqueue;
+/* What other threads ask of a health thread, in the order asked. */
+enum hc_msg_kind {
+    HC_MSG_ADOPT = 0,               /* run tg (replacing old, if any) */
+    HC_MSG_REMOVE,                  /* stop and free old */
+    HC_MSG_PROBE_NOW,               /* probe target id out of schedule */
+    HC_MSG_STOP,                    /* end the loop (hc_free) */
+};
+
+struct hc_msg {
+    enum hc_msg_kind kind;
+    uint32_t id;
+    struct hc_target *tg;           /* ADOPT: owned by the message */
+    struct hc_target *old;          /* ADOPT, REMOVE: on the thread's list */
 };
 
 static void hc_target_on_timer(evutil_socket_t fd, short what, void *arg);
-static void hc_thread_on_now(evutil_socket_t fd, short what, void *arg);
-static void hc_thread_on_stop(evutil_socket_t fd, short what, void *arg);
-static void hc_thread_on_ops(evutil_socket_t fd, short what, void *arg);
+static void hc_thread_on_msgs(void *msgs, size_t n, void *arg);
 static void hc_target_arm(struct hc_target *tg, uint64_t now);
 
 uint64_t
 hc_now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return lb_mono_ms();
 }
 
 /* No time cache: libevent would otherwise arm every timer of a busy loop
@@ -82,8 +86,7 @@ hc_base_new(void)
 }
 
 struct hc *
-hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
-       size_t errlen)
+hc_new(unsigned threads, struct lb_mailbox *results, char *err, size_t errlen)
 {
     struct hc *hc = calloc(1, sizeof(*hc));
 
@@ -93,10 +96,7 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
         return NULL;
     }
     hc->nthreads = threads;
-    hc->notify = notify;
-    hc->notify_arg = notify_arg;
-    pthread_mutex_init(&hc->lock, NULL);
-    pthread_mutex_init(&hc->map_lock, NULL);
+    hc->results = results;
     hc->threads = calloc(threads, sizeof(*hc->threads));
     if (hc->threads == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -104,25 +104,26 @@ hc_new(unsigned threads, hc_notify_pt notify, void *notify_arg, char *err,
         return NULL;
     }
     for (unsigned i = 0; i < threads; i++) {
-        hc->threads[i].hc = hc;
-        pthread_mutex_init(&hc->threads[i].now_lock, NULL);
-        hc->threads[i].base = hc_base_new();
-        if (hc->threads[i].base != NULL) {
-            hc->threads[i].now_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_now,
-                                              &hc->threads[i]);
-            hc->threads[i].stop_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_stop,
-                                               &hc->threads[i]);
-            hc->threads[i].ops_ev = event_new(hc->threads[i].base, -1, 0, hc_thread_on_ops,
-                                              &hc->threads[i]);
-        }
-        if (hc->threads[i].base == NULL || hc->threads[i].now_ev == NULL ||
-            hc->threads[i].stop_ev == NULL || hc->threads[i].ops_ev == NULL) {
+        struct hc_thread *th = &hc->threads[i];
+
+        th->hc = hc;
+        th->index = i;
+        th->base = hc_base_new();
+        if (th->base != NULL)
+            th->mailbox = lb_mailbox_new(th->base, sizeof(struct hc_msg), hc_thread_on_msgs, th);
+        if (th->base == NULL || th->mailbox == NULL) {
             snprintf(err, errlen, "event_base_new failed");
             hc_free(hc);
             return NULL;
         }
     }
     return hc;
+}
+
+static struct hc_thread *
+hc_thread_of(struct hc *hc, uint32_t id)
+{
+    return &hc->threads[id % hc->nthreads];
 }
 
 static SSL_CTX *
@@ -252,9 +253,13 @@ fail:
     return NULL;
 }
 
+/* The thread's own lists: a target it runs is on targets[] and in
+ * by_slot[id / nthreads]. Thread only (or main before start). */
 static int
-hc_thread_append(struct hc_thread *th, struct hc_target *tg)
+hc_thread_adopt(struct hc_thread *th, struct hc_target *tg)
 {
+    size_t slot = tg->spec.id / th->hc->nthreads;
+
     if (th->ntargets == th->cap) {
         size_t cap = th->cap ? th->cap * 2 : 16;
         struct hc_target **t = realloc(th->targets, cap * sizeof(*t));
@@ -263,25 +268,37 @@ hc_thread_append(struct hc_thread *th, struct hc_target *tg)
         th->targets = t;
         th->cap = cap;
     }
+    if (slot >= th->nslots) {
+        size_t n = slot + 1 > th->nslots * 2 ? slot + 1 : th->nslots * 2;
+        struct hc_target **b = realloc(th->by_slot, n * sizeof(*b));
+        if (b == NULL)
+            return -1;
+        memset(b + th->nslots, 0, (n - th->nslots) * sizeof(*b));
+        th->by_slot = b;
+        th->nslots = n;
+    }
     th->targets[th->ntargets++] = tg;
-    tg->is_adopted = true;
+    th->by_slot[slot] = tg;
     return 0;
 }
 
 static void
 hc_thread_forget(struct hc_thread *th, struct hc_target *tg)
 {
+    size_t slot = tg->spec.id / th->hc->nthreads;
+
     for (size_t i = 0; i < th->ntargets; i++) {
         if (th->targets[i] == tg) {
             th->targets[i] = th->targets[--th->ntargets];
             break;
         }
     }
+    if (slot < th->nslots && th->by_slot[slot] == tg)
+        th->by_slot[slot] = NULL;
     hc_target_free(tg);
 }
 
-/* Makes by_id hold at least n entries. Caller holds map_lock or is the
- * only thread (before start). */
+/* Makes by_id hold at least n entries. Main thread. */
 static int
 hc_map_reserve(struct hc *hc, size_t n)
 {
@@ -303,86 +320,80 @@ hc_map_reserve(struct hc *hc, size_t n)
 int
 hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen)
 {
-    struct hc_thread *th = &hc->threads[hc->next_thread];
+    struct hc_thread *th = hc_thread_of(hc, spec->id);
     struct hc_target *tg = hc_target_new(hc, th, spec, err, errlen);
 
     if (tg == NULL)
         return -1;
-    if (hc_map_reserve(hc, (size_t)spec->id + 1) == -1 || hc_thread_append(th, tg) == -1) {
+    if (hc_map_reserve(hc, (size_t)spec->id + 1) == -1 || hc_thread_adopt(th, tg) == -1) {
         snprintf(err, errlen, "out of memory");
         hc_target_free(tg);
         return -1;
     }
     hc->by_id[spec->id] = tg;
-    hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
     return 0;
 }
 
 /* ---------------------------------------------------------------- update */
 
-/* Queues an op for a health thread; it applies it on its own loop. */
-static int
-hc_thread_post(struct hc_thread *th, struct hc_target *tg, struct hc_target *old)
+static void
+hc_thread_apply_adopt(struct hc_thread *th, struct hc_target *tg, struct hc_target *old,
+                      uint64_t now)
 {
-    bool was_empty;
-
-    pthread_mutex_lock(&th->now_lock);
-    if (th->nops == th->capops) {
-        size_t cap = th->capops ? th->capops * 2 : 64;
-        struct hc_op *ops = realloc(th->ops, cap * sizeof(*ops));
-        if (ops == NULL) {
-            pthread_mutex_unlock(&th->now_lock);
-            return -1;
-        }
-        th->ops = ops;
-        th->capops = cap;
+    if (old != NULL) {
+        /* Same server, new settings: keep its schedule and sequence
+         * (results are ordered by it); a probe in flight on the old
+         * settings is dropped. */
+        tg->planned_ms = old->planned_ms;
+        tg->seq = old->seq;
+        hc_thread_forget(th, old);
+    } else {
+        tg->planned_ms = now;               /* a new server: probe now */
     }
-    was_empty = th->nops == 0;
-    th->ops[th->nops++] = (struct hc_op){ .tg = tg, .old = old };
-    pthread_mutex_unlock(&th->now_lock);
-    if (was_empty)
-        event_active(th->ops_ev, EV_READ, 0);
-    return 0;
+    if (hc_thread_adopt(th, tg) == -1) {
+        hc_target_free(tg);                 /* out of memory: unchecked */
+        return;
+    }
+    hc_target_arm(tg, now);
 }
 
 static void
-hc_thread_on_ops(evutil_socket_t fd, short what, void *arg)
+hc_thread_on_msgs(void *msgs, size_t n, void *arg)
 {
     struct hc_thread *th = arg;
+    const struct hc_msg *m = msgs;
     uint64_t now = hc_now_ms();
-    struct hc_op *ops;
-    size_t n;
 
-    pthread_mutex_lock(&th->now_lock);
-    ops = th->ops;
-    n = th->nops;
-    th->ops = NULL;
-    th->nops = th->capops = 0;
-    pthread_mutex_unlock(&th->now_lock);
     for (size_t i = 0; i < n; i++) {
-        struct hc_target *tg = ops[i].tg, *old = ops[i].old;
+        size_t slot = m[i].id / th->hc->nthreads;
+        struct hc_target *tg;
 
-        if (tg == NULL) {                       /* removal */
-            hc_thread_forget(th, old);
-            continue;
+        switch (m[i].kind) {
+        case HC_MSG_ADOPT:
+            hc_thread_apply_adopt(th, m[i].tg, m[i].old, now);
+            break;
+        case HC_MSG_REMOVE:
+            hc_thread_forget(th, m[i].old);
+            break;
+        case HC_MSG_PROBE_NOW:
+            /* One in flight answers soon anyway. */
+            tg = slot < th->nslots ? th->by_slot[slot] : NULL;
+            if (tg != NULL && tg->spec.id == m[i].id && tg->probe == NULL)
+                hc_probe_start(tg, 0.0);
+            break;
+        case HC_MSG_STOP:
+            event_base_loopbreak(th->base);
+            break;
         }
-        if (old != NULL) {
-            /* Same server, new settings: keep its schedule and sequence
-             * (results are ordered by it); a probe in flight on the old
-             * settings is dropped. */
-            tg->planned_ms = old->planned_ms;
-            tg->seq = old->seq;
-            hc_thread_forget(th, old);
-        } else {
-            tg->planned_ms = now;               /* a new server: probe now */
-        }
-        if (hc_thread_append(th, tg) == -1) {
-            hc_target_free(tg);                 /* out of memory: unchecked */
-            continue;
-        }
-        hc_target_arm(tg, now);
     }
-    free(ops);
+}
+
+/* Posts msg to thread th; only ADOPT and REMOVE need it to arrive, and a
+ * failed post of those fails the update. */
+static int
+hc_thread_post(struct hc_thread *th, const struct hc_msg *msg)
+{
+    return lb_mailbox_post(th->mailbox, msg);
 }
 
 int
@@ -402,14 +413,9 @@ hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err, size_
     map = calloc(nmap ? nmap : 1, sizeof(*map));
     ok = map != NULL;
     /* Build everything first: a bad CA file fails the update (and the
-     * reload) before anything changed. A server keeps its thread. */
+     * reload) before anything changed. */
     for (size_t i = 0; ok && i < n; i++) {
-        struct hc_target *old = specs[i].id < hc->nby_id ? hc->by_id[specs[i].id] : NULL;
-        struct hc_thread *th = old != NULL ? old->thread : &hc->threads[hc->next_thread];
-
-        if (old == NULL)
-            hc->next_thread = (hc->next_thread + 1) % hc->nthreads;
-        built[i] = hc_target_new(hc, th, &specs[i], err, errlen);
+        built[i] = hc_target_new(hc, hc_thread_of(hc, specs[i].id), &specs[i], err, errlen);
         ok = built[i] != NULL;
     }
     if (!ok) {
@@ -422,32 +428,64 @@ hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err, size_
         return -1;
     }
 
-    pthread_mutex_lock(&hc->map_lock);
     for (size_t i = 0; i < n; i++)
         map[specs[i].id] = built[i];
+    /* A post fails only when out of memory; the target then goes on with
+     * its old settings (or unchecked, if new) until the next reload. */
     for (size_t id = 0; id < hc->nby_id; id++) {
         struct hc_target *old = hc->by_id[id];
+        struct hc_msg m = { .kind = HC_MSG_REMOVE, .id = (uint32_t)id, .old = old };
 
         if (old == NULL)
             continue;
-        if (id < nmap && map[id] != NULL)
-            hc_thread_post(old->thread, map[id], old);
-        else
-            hc_thread_post(old->thread, NULL, old);
+        if (id < nmap && map[id] != NULL) {
+            m.kind = HC_MSG_ADOPT;
+            m.tg = map[id];
+        }
+        if (hc_thread_post(old->thread, &m) == -1 && m.tg != NULL) {
+            hc_target_free(m.tg);
+            map[id] = old;
+        }
     }
     for (size_t i = 0; i < n; i++) {
-        if (specs[i].id >= hc->nby_id || hc->by_id[specs[i].id] == NULL)
-            hc_thread_post(built[i]->thread, built[i], NULL);
+        uint32_t id = specs[i].id;
+        struct hc_msg m = { .kind = HC_MSG_ADOPT, .id = id, .tg = built[i] };
+
+        if ((id >= hc->nby_id || hc->by_id[id] == NULL) &&
+            hc_thread_post(built[i]->thread, &m) == -1) {
+            hc_target_free(built[i]);
+            map[id] = NULL;
+        }
     }
     free(hc->by_id);
     hc->by_id = map;
     hc->nby_id = nmap;
-    pthread_mutex_unlock(&hc->map_lock);
     free(built);
     return 0;
 }
 
 /* ------------------------------------------------------------ scheduling */
+
+uint64_t
+hc_sched_next(uint64_t planned, uint64_t now, uint64_t interval, uint64_t seq,
+              uint64_t rnd)
+{
+    if (interval == 0)
+        interval = 1;
+    /* The plan moves by whole intervals from the previous plan, so a slow
+     * loop or a slow probe does not stretch the period. Servers are all
+     * probed at once at start; the first period is then shortened by a
+     * random part of the interval, so that from the second probe on the
+     * servers of a large pool are spread evenly over the interval (as
+     * haproxy spreads its first checks) and keep that phase. */
+    if (seq <= 1 && interval >= 2)
+        planned += 1 + rnd % interval;
+    else
+        planned += interval;
+    if (planned <= now)             /* fell behind by more than a period */
+        planned += ((now - planned) / interval + 1) * interval;
+    return planned;
+}
 
 static void
 hc_target_arm(struct hc_target *tg, uint64_t now)
@@ -459,11 +497,22 @@ hc_target_arm(struct hc_target *tg, uint64_t now)
     evtimer_add(tg->timer, &tv);
 }
 
+/* splitmix64: each health thread has its own state (rand() would share one
+ * between threads). */
+static uint64_t
+hc_thread_random(struct hc_thread *th)
+{
+    uint64_t z = (th->rng += UINT64_C(0x9e3779b97f4a7c15));
+
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
 static void
 hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct hc_target *tg = arg;
-    uint64_t interval = tg->spec.interval_ms;
     uint64_t now = hc_now_ms();
     double lag = now > tg->planned_ms ? (double)(now - tg->planned_ms) : 0.0;
 
@@ -471,86 +520,18 @@ hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
         hc_probe_start(tg, lag);
     else
         tg->skipped++;              /* never two probes of one server */
-
-    /* The plan moves by whole intervals from the previous plan, so a slow
-     * loop or a slow probe does not stretch the period. Servers are all
-     * probed at once at start; the first period is then shortened by a
-     * random part of the interval, so that from the second probe on the
-     * servers of a large pool are spread evenly over the interval (as
-     * haproxy spreads its first checks) and keep that phase. */
-    if (tg->seq <= 1 && interval >= 2)
-        tg->planned_ms += 1 + (uint64_t)rand() % interval;
-    else
-        tg->planned_ms += interval;
-    if (tg->planned_ms <= now)      /* fell behind by more than a period */
-        tg->planned_ms += ((now - tg->planned_ms) / interval + 1) * interval;
+    tg->planned_ms = hc_sched_next(tg->planned_ms, now, tg->spec.interval_ms, tg->seq,
+                                   hc_thread_random(tg->thread));
     hc_target_arm(tg, now);
 }
 
 void
 hc_probe_now(struct hc *hc, uint32_t id)
 {
-    struct hc_thread *th = NULL;
-    bool was_empty;
+    struct hc_msg m = { .kind = HC_MSG_PROBE_NOW, .id = id };
 
-    pthread_mutex_lock(&hc->map_lock);
-    if (id < hc->nby_id && hc->by_id[id] != NULL)
-        th = hc->by_id[id]->thread;     /* threads live as long as hc */
-    pthread_mutex_unlock(&hc->map_lock);
-    if (th == NULL)
-        return;
-    pthread_mutex_lock(&th->now_lock);
-    if (th->nnow == th->capnow) {
-        size_t cap = th->capnow ? th->capnow * 2 : 16;
-        uint32_t *ids = realloc(th->now_ids, cap * sizeof(*ids));
-        if (ids == NULL) {
-            pthread_mutex_unlock(&th->now_lock);
-            return;             /* the regular schedule still probes it */
-        }
-        th->now_ids = ids;
-        th->capnow = cap;
-    }
-    was_empty = th->nnow == 0;
-    th->now_ids[th->nnow++] = id;
-    pthread_mutex_unlock(&th->now_lock);
-    if (was_empty)
-        event_active(th->now_ev, EV_READ, 0);
-}
-
-static void
-hc_thread_on_now(evutil_socket_t fd, short what, void *arg)
-{
-    struct hc_thread *th = arg;
-    uint32_t *ids;
-    size_t n;
-
-    pthread_mutex_lock(&th->now_lock);
-    ids = th->now_ids;
-    n = th->nnow;
-    th->now_ids = NULL;
-    th->nnow = th->capnow = 0;
-    pthread_mutex_unlock(&th->now_lock);
-    for (size_t i = 0; i < n; i++) {
-        struct hc_target *tg;
-
-        pthread_mutex_lock(&th->hc->map_lock);
-        tg = ids[i] < th->hc->nby_id ? th->hc->by_id[ids[i]] : NULL;
-        pthread_mutex_unlock(&th->hc->map_lock);
-        /* Only a target this thread already runs (an update may have
-         * replaced it with one not adopted yet); one in flight answers
-         * soon anyway. */
-        if (tg != NULL && tg->thread == th && tg->is_adopted && tg->probe == NULL)
-            hc_probe_start(tg, 0.0);
-    }
-    free(ids);
-}
-
-static void
-hc_thread_on_stop(evutil_socket_t fd, short what, void *arg)
-{
-    struct hc_thread *th = arg;
-
-    event_base_loopbreak(th->base);
+    /* A lost request (out of memory) only waits for the schedule. */
+    (void)hc_thread_post(hc_thread_of(hc, id), &m);
 }
 
 static void *
@@ -572,10 +553,10 @@ hc_start(struct hc *hc)
 {
     uint64_t now = hc_now_ms();
 
-    srand((unsigned)now);
     for (unsigned i = 0; i < hc->nthreads; i++) {
         struct hc_thread *th = &hc->threads[i];
 
+        th->rng = now * 0x100000001b3ull + i;
         /* Probed at once: a fresh start learns every server's state in
          * one round. */
         for (size_t k = 0; k < th->ntargets; k++) {
@@ -595,41 +576,8 @@ hc_start(struct hc *hc)
 void
 hc_result_push(struct hc *hc, const struct hc_result *r)
 {
-    bool was_empty;
-
-    pthread_mutex_lock(&hc->lock);
-    if (hc->nqueue == hc->capqueue) {
-        size_t cap = hc->capqueue ? hc->capqueue * 2 : 64;
-        struct hc_result *q = realloc(hc->queue, cap * sizeof(*q));
-        if (q == NULL) {
-            /* Out of memory: drop this result; the next probe reports. */
-            pthread_mutex_unlock(&hc->lock);
-            return;
-        }
-        hc->queue = q;
-        hc->capqueue = cap;
-    }
-    was_empty = hc->nqueue == 0;
-    hc->queue[hc->nqueue++] = *r;
-    pthread_mutex_unlock(&hc->lock);
-    /* Wake the consumer only on the empty -> non-empty edge: it takes the
-     * whole queue at once. */
-    if (was_empty && hc->notify != NULL)
-        hc->notify(hc->notify_arg);
-}
-
-size_t
-hc_take_results(struct hc *hc, struct hc_result **out)
-{
-    size_t n;
-
-    pthread_mutex_lock(&hc->lock);
-    *out = hc->queue;
-    n = hc->nqueue;
-    hc->queue = NULL;
-    hc->nqueue = hc->capqueue = 0;
-    pthread_mutex_unlock(&hc->lock);
-    return n;
+    /* Out of memory: this result is lost; the next probe reports. */
+    (void)lb_mailbox_post(hc->results, r);
 }
 
 void
@@ -639,28 +587,33 @@ hc_free(struct hc *hc)
         return;
     for (unsigned i = 0; hc->threads != NULL && i < hc->nthreads; i++) {
         struct hc_thread *th = &hc->threads[i];
+        struct hc_msg stop = { .kind = HC_MSG_STOP };
 
+        /* Through a message, not event_base_loopbreak(): a loop that has
+         * not started yet clears the break flag when it starts. */
         if (th->is_running) {
-            /* Through an event, not event_base_loopbreak(): a loop that
-             * has not started yet clears the break flag when it starts. */
-            event_active(th->stop_ev, EV_READ, 0);
+            if (hc_thread_post(th, &stop) == -1)
+                event_base_loopbreak(th->base);     /* it runs: it sees it */
             pthread_join(th->thread, NULL);
         }
-        if (th->stop_ev != NULL)
-            event_free(th->stop_ev);
-        if (th->ops_ev != NULL)
-            event_free(th->ops_ev);
+    }
+    for (unsigned i = 0; hc->threads != NULL && i < hc->nthreads; i++) {
+        struct hc_thread *th = &hc->threads[i];
+        struct hc_msg *m;
+        size_t n = th->mailbox != NULL ? lb_mailbox_take(th->mailbox, (void **)&m) : 0;
+
         /* ops never applied: their new targets are ours to free */
-        for (size_t k = 0; k < th->nops; k++)
-            hc_target_free(th->ops[k].tg);
-        free(th->ops);
+        for (size_t k = 0; k < n; k++) {
+            if (m[k].kind == HC_MSG_ADOPT)
+                hc_target_free(m[k].tg);
+        }
+        if (n > 0)
+            free(m);
+        lb_mailbox_free(th->mailbox);
         for (size_t k = 0; k < th->ntargets; k++)
             hc_target_free(th->targets[k]);
         free(th->targets);
-        if (th->now_ev != NULL)
-            event_free(th->now_ev);
-        free(th->now_ids);
-        pthread_mutex_destroy(&th->now_lock);
+        free(th->by_slot);
         if (th->base != NULL)
             event_base_free(th->base);
     }
@@ -673,8 +626,5 @@ hc_free(struct hc *hc)
         free(t->ca);
         free(t);
     }
-    free(hc->queue);
-    pthread_mutex_destroy(&hc->lock);
-    pthread_mutex_destroy(&hc->map_lock);
     free(hc);
 }

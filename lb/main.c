@@ -20,7 +20,8 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "lb.h"
+#include "admin.h"
+#include "daemon.h"
 
 /* Descriptors kept back for listeners, logs and the admin port when
  * comparing max_connections with the fd limit. */
@@ -49,24 +50,34 @@ lb_signals_block(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
+/* What the other threads tell main: a worker switched generation or
+ * ended, the admin port asks for a reload. */
 static void
-lb_main_on_worker_exit(evutil_socket_t fd, short what, void *arg)
+lb_main_on_msgs(void *msgs, size_t n, void *arg)
 {
     struct lb_daemon *d = arg;
+    const struct lb_main_msg *m = msgs;
 
-    if (atomic_load(&d->workers_running) == 0)
-        event_base_loopbreak(d->base);
+    for (size_t i = 0; i < n; i++) {
+        switch (m[i].kind) {
+        case LB_MAIN_SWITCHED:
+            lb_reload_on_switched(d, m[i].worker, m[i].number);
+            break;
+        case LB_MAIN_WORKER_EXIT:
+            if (--d->workers_running == 0)
+                event_base_loopbreak(d->base);
+            break;
+        case LB_MAIN_RELOAD:
+            lb_reload(d, "admin");
+            break;
+        }
+    }
 }
 
 static void
 lb_main_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
 {
-    struct lb_daemon *d = arg;
-
-    for (size_t i = 0; i < d->nworkers; i++) {
-        atomic_store(&d->workers[i].force_requested, true);
-        lb_worker_notify(&d->workers[i]);
-    }
+    lb_workers_post(arg, LB_WORKER_FORCE);
 }
 
 static void
@@ -85,10 +96,7 @@ lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
     }
     lb_log(CONF_LOG_INFO, "shutdown", "signal=SIG%s active=%u shutdown_timeout_ms=%llu",
            sigabbrev_np((int)sig), atomic_load(&d->limit.active), (unsigned long long)ms);
-    for (size_t i = 0; i < d->nworkers; i++) {
-        atomic_store(&d->workers[i].stop_requested, true);
-        lb_worker_notify(&d->workers[i]);
-    }
+    lb_workers_post(d, LB_WORKER_STOP);
     d->shutdown_timer_ev = evtimer_new(d->base, lb_main_on_shutdown_timeout, d);
     tv.tv_sec = (time_t)(ms / 1000);
     tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
@@ -147,12 +155,14 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;
     }
-    d->worker_exit_ev = event_new(d->base, -1, 0, lb_main_on_worker_exit, d);
-    if (d->worker_exit_ev == NULL || lb_reload_init(d) == -1) {
+    d->mailbox = lb_mailbox_new(d->base, sizeof(struct lb_main_msg), lb_main_on_msgs, d);
+    if (d->mailbox == NULL || lb_reload_init(d) == -1 ||
+        lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;
     }
     lb_main_log_start(d, path, fd_limit);
+    lb_gen_decide(d, d->gen, NULL);     /* every server's starting place */
     for (size_t i = 0; i < d->nworkers; i++) {
         if (lb_worker_init(&d->workers[i], d, (unsigned)i, err, sizeof(err)) == -1) {
             lb_log(CONF_LOG_ERROR, "start_failed", "worker=%zu error=%s", i,
@@ -187,10 +197,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     }
     if (!signals_ok) {
         lb_main_on_shutdown_timeout(-1, 0, d);
-        for (size_t i = 0; i < started; i++) {
-            atomic_store(&d->workers[i].stop_requested, true);
-            lb_worker_notify(&d->workers[i]);
-        }
+        for (size_t i = 0; i < started; i++)
+            lb_worker_post(&d->workers[i], LB_WORKER_STOP, NULL);
     } else {
         lb_log(CONF_LOG_INFO, "ready", "workers=%zu", d->nworkers);
         status = 0;
@@ -217,8 +225,9 @@ out:
         free(d->workers);
     }
     lb_reload_fini(d);
-    if (d->worker_exit_ev != NULL)
-        event_free(d->worker_exit_ev);
+    lb_mailbox_free(d->mailbox);
+    free(d->decide_members);
+    free(d->decide_servers);
     if (d->shutdown_timer_ev != NULL)
         event_free(d->shutdown_timer_ev);
     if (d->base != NULL)

@@ -4,7 +4,7 @@ from /stats. Checked in headless Chromium (Debian's `chromium` package): the
 DOM it renders names each server with the state /stats gives, strings from
 the servers are shown as text (never parsed as HTML), and a screenshot is
 taken. With LB_UPDATE_SCREENSHOT=1 the screenshot is copied to
-lb/admin_dashboard.png (never otherwise, so CI does not write into the
+lb/admin/dashboard.png (never otherwise, so CI does not write into the
 tree).
 
 The lb under test has two pools with HTTP checks at short intervals: up
@@ -215,8 +215,8 @@ class AdminDashboardTest(LbTestCase):
         for needle in ("http://", "https://", "//cdn", "@import", "<link"):
             self.assertNotIn(needle, page.lower(), f"external asset marker {needle!r} in the page")
         self.assertIn("stats", page)
-        with open(os.path.join(harness.SOURCE_DIR or ".", "lb", "admin_dashboard.html"), "rb") as f:
-            self.assertEqual(f.read(), body, "lb serves a stale copy of lb/admin_dashboard.html")
+        with open(os.path.join(harness.SOURCE_DIR or ".", "lb", "admin", "dashboard.html"), "rb") as f:
+            self.assertEqual(f.read(), body, "lb serves a stale copy of lb/admin/dashboard.html")
         lb.assert_running()
 
     def test_dom_shows_every_server_state(self):
@@ -259,7 +259,7 @@ class AdminDashboardTest(LbTestCase):
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG")
         self.assertGreater(len(png), 10 * 1024, "the screenshot is nearly empty")
         if os.environ.get("LB_UPDATE_SCREENSHOT") == "1":
-            dest = os.path.join(harness.SOURCE_DIR or ".", "lb", "admin_dashboard.png")
+            dest = os.path.join(harness.SOURCE_DIR or ".", "lb", "admin", "dashboard.png")
             shutil.copyfile(shot, dest)
             print(f"screenshot copied to {dest}")
         lb.assert_running()

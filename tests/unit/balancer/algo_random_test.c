@@ -16,7 +16,7 @@ static struct bal_pool *pool(size_t n, const uint32_t *w)
 
 static void set_active(struct bal_pool *p, size_t i, uint32_t n)
 {
-    atomic_store(p->servers[i].active_connections, n);
+    atomic_store(&p->servers[i].live->active_connections, n);
 }
 
 static void count_picks(struct bal_pool *p, struct bal_cursor *c, int n,

@@ -10,7 +10,8 @@
  *   POST /pools/{pool}/servers/{server}/{disable|drain|enable}
  *   POST /reload           the same as SIGHUP, answered with its outcome
  *
- * Server state is read and changed under daemon->state_lock (see server.c);
+ * Server state is changed under daemon->state_lock (see control/server.c)
+ * and copied under it for the documents, which are written without it;
  * counters written by the workers are atomics read without a lock.
  * Bad input is bounded by evhttp's limits: header and body sizes and an
  * idle timeout per connection.
@@ -27,7 +28,8 @@
 #include <event2/keyvalq_struct.h>
 #include <openssl/crypto.h>
 
-#include "lb.h"
+#include "admin.h"
+#include "daemon.h"
 
 /* Request line and headers together; a 1 MB header or a 100 KB request
  * line is refused without being buffered. */
@@ -48,12 +50,6 @@ struct lb_admin {
 
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
 
-/* admin_stats.c */
-void lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
-void lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
-                          struct evbuffer *out);
-void lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
-void lb_json_str(struct evbuffer *out, const char *s);
 
 static void
 lb_admin_reply(struct evhttp_request *req, int code, const char *reason,
@@ -167,14 +163,16 @@ lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
 static void
 lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path)
 {
-    static const struct { const char *name; enum lb_server_admin admin; } actions[] = {
-        { "enable", LB_ADMIN_NONE },
-        { "drain", LB_ADMIN_DRAIN },
-        { "disable", LB_ADMIN_DISABLE },
+    static const struct { const char *name; enum bal_admin admin; } actions[] = {
+        { "enable", BAL_ADMIN_NONE },
+        { "drain", BAL_ADMIN_DRAIN },
+        { "disable", BAL_ADMIN_DISABLE },
     };
     char buf[512];
     char *pool, *server, *action;
     struct lb_server *srv;
+    struct lb_server_view *view;
+    struct lb_gen *gen = NULL;
     struct evbuffer *b;
     bool pool_found;
     size_t i;
@@ -210,7 +208,11 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
         return;
     }
     b = evbuffer_new();
-    if (b == NULL) {
+    view = lb_admin_view_new();
+    if (b == NULL || view == NULL) {
+        if (b != NULL)
+            evbuffer_free(b);
+        free(view);
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
@@ -218,10 +220,18 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
     srv = lb_admin_find_server(a->d, pool, server, &pool_found);
     if (srv != NULL) {
         lb_server_set_admin(a->d, srv, actions[i].admin);
-        lb_admin_server_json(a->d, srv, b);
-        evbuffer_add(b, "\n", 1);
+        lb_admin_view_take(srv, view);
+        /* the view names srv's generation: keep it until written */
+        gen = a->d->gen;
+        lb_gen_ref(gen);
     }
     pthread_mutex_unlock(&a->d->state_lock);
+    if (srv != NULL) {
+        lb_admin_server_json(a->d, view, b);
+        evbuffer_add(b, "\n", 1);
+        lb_gen_unref(gen);
+    }
+    free(view);
     if (srv == NULL)
         lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
                        pool_found ? "no such server in this pool" : "no such pool");
@@ -280,11 +290,15 @@ lb_admin_get(struct lb_admin *a, struct evhttp_request *req, const char *path)
                                NULL, NULL);
         lb_admin_reply(req, HTTP_OK, "OK", "text/html; charset=utf-8", b);
     } else if (strcmp(path, "/stats") == 0) {
-        lb_admin_stats_json(a->d, b);
-        lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
+        if (lb_admin_stats_json(a->d, b) == -1)
+            evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        else
+            lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
     } else if (strcmp(path, "/metrics") == 0) {
-        lb_admin_metrics(a->d, b);
-        lb_admin_reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", b);
+        if (lb_admin_metrics(a->d, b) == -1)
+            evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        else
+            lb_admin_reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", b);
     } else {
         evbuffer_add(b, "ok\n", 3);
         lb_admin_reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", b);

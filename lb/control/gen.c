@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lb.h"
+#include "daemon.h"
 
 static enum bal_algo
 lb_gen_algo(enum conf_balance b)
@@ -44,8 +44,8 @@ lb_backend_unref(struct lb_backend *b)
         free(b);
 }
 
-/* A new server: a fresh start serves it at once, a reload only after its
- * first passing probe; a server without a check is simply up. */
+/* A new server's health: a fresh start serves it at once, a reload only
+ * after its first passing probe; a server without a check is simply up. */
 static struct lb_backend *
 lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
 {
@@ -63,7 +63,9 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
     } else {
         bal_health_init(&b->health, cp->rise, cp->fall);
     }
-    b->is_in_rotation = bal_health_is_up(&b->health);
+    /* Out of rotation until the generation's first decision places it. */
+    atomic_init(&b->live.in_rotation, false);
+    atomic_init(&b->live.active_connections, 0);
     return b;
 }
 
@@ -128,7 +130,7 @@ lb_gen_find_backend(const struct lb_gen_index *ix, const char *pool,
 
 /* ----------------------------------------------------------- listen sets */
 
-struct lb_listen *
+static struct lb_listen *
 lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t errlen)
 {
     struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
@@ -198,9 +200,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
     if (p->stats == NULL && (p->stats = calloc(1, sizeof(*p->stats))) != NULL)
         atomic_init(&p->stats->refs, 1);
     p->servers = calloc(n ? n : 1, sizeof(*p->servers));
-    p->guard_scratch = calloc(n ? n : 1, sizeof(*p->guard_scratch));
-    if (weights == NULL || names == NULL || p->stats == NULL || p->servers == NULL ||
-        p->guard_scratch == NULL)
+    if (weights == NULL || names == NULL || p->stats == NULL || p->servers == NULL)
         goto out;
     for (size_t i = 0; i < n; i++) {
         struct lb_server *srv = &p->servers[i];
@@ -222,12 +222,10 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
     p->bal = bal_pool_new(lb_gen_algo(cp->balance), n, weights, names);
     if (p->bal == NULL)
         goto out;
+    /* One rotation flag and one count per server, whatever generation
+     * picks it. */
     for (size_t i = 0; i < n; i++) {
-        struct lb_backend *b = p->servers[i].b;
-
-        bal_server_share_active(p->bal, i, &b->active);
-        bal_server_set_in_rotation(p->bal, i, b->is_in_rotation);
-        p->in_rotation += b->is_in_rotation;
+        bal_server_share(p->bal, i, &p->servers[i].b->live);
         g->nservers++;
     }
     rc = 0;
@@ -250,7 +248,6 @@ lb_gen_free(struct lb_gen *g)
                 lb_backend_unref(p->servers[k].b);
             bal_pool_free(p->bal);
             free(p->servers);
-            free(p->guard_scratch);
             if (p->stats != NULL && atomic_fetch_sub(&p->stats->refs, 1) == 1)
                 free(p->stats);
         }

@@ -7,13 +7,14 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "lb.h"
+#include "core.h"
 
 #define LB_LOG_LINE_MAX 2048
 

@@ -3,23 +3,23 @@
  * the Prometheus text format. Both are straight copies of the same figures,
  * under the names the contract gives them.
  *
- * Admin thread. Server state is read under daemon->state_lock (taken here);
- * counters the workers bump are atomics, read without a lock.
+ * Admin thread. What changes under daemon->state_lock is copied under it
+ * into a snapshot (struct lb_stats_snap), with a reference on every
+ * generation whose servers it names, and the document is built from the
+ * copy after the lock is released: a slow client or a 10,000-server page
+ * never delays a health verdict or an operator action. Counters the workers
+ * bump are atomics, read without a lock.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <event2/buffer.h>
 
-#include "lb.h"
-
-void lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
-void lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
-                          struct evbuffer *out);
-void lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
-void lb_json_str(struct evbuffer *out, const char *s);
+#include "admin.h"
+#include "daemon.h"
 
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
@@ -54,10 +54,170 @@ lb_json_num(struct evbuffer *out, double v)
     evbuffer_add_printf(out, "%.3f", isfinite(v) ? v : 0.0);
 }
 
+/* One server as /stats shows it: what state_lock guards, copied; the rest
+ * (names, atomics) read through srv, whose generation the snapshot holds. */
+struct lb_server_view {
+    const struct lb_server *srv;
+    bool in_rotation;
+    bool is_guarded;
+    enum bal_admin admin;
+    enum bal_health_state health;
+    uint32_t consecutive_successes, consecutive_failures;
+    uint64_t checks;
+    struct lb_check_info last_check;
+    double last_change;
+    double last_detection_ms;
+};
+
+struct lb_stats_snap {
+    struct lb_gen *g;                   /* one reference */
+    struct lb_server_view *servers;     /* g->servers, in that order */
+    struct lb_hist *check_duration;     /* per pool of g */
+    struct lb_server_view *removed;     /* draining servers a reload removed */
+    struct lb_gen **removed_gens;       /* one reference each, per entry */
+    size_t nremoved;
+    struct lb_health_stats health;
+    uint64_t reloads_ok, reloads_failed;
+    char *reload_error;                 /* malloc'd, or NULL */
+    double started_at;
+};
+
+struct lb_server_view *
+lb_admin_view_new(void)
+{
+    return calloc(1, sizeof(struct lb_server_view));
+}
+
 void
-lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
+lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
+{
+    const struct lb_backend *b = srv->b;
+
+    *v = (struct lb_server_view){
+        .srv = srv,
+        .in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
+        .is_guarded = b->is_guarded,
+        .admin = b->admin,
+        .health = b->health.state,
+        .consecutive_successes = b->health.consecutive_successes,
+        .consecutive_failures = b->health.consecutive_failures,
+        .checks = b->checks,
+        .last_check = b->last_check,
+        .last_change = b->last_change,
+        .last_detection_ms = b->last_detection_ms,
+    };
+}
+
+/* Caller holds state_lock. Servers a reload removed are listed while their
+ * last connections drain; a removed server may sit in several replaced
+ * generations: listed once. */
+static int
+lb_stats_snap_removed(struct lb_daemon *d, struct lb_stats_snap *sn)
+{
+    size_t cap = 0;
+
+    for (size_t r = d->nretired; r-- > 0;) {
+        struct lb_gen *og = d->retired[r];
+
+        for (size_t i = 0; i < og->nservers; i++) {
+            const struct lb_server *srv = og->servers[i];
+            bool dup = false;
+
+            if (!srv->b->is_removed || atomic_load(&srv->b->live.active_connections) == 0)
+                continue;
+            for (size_t k = 0; k < sn->nremoved && !dup; k++)
+                dup = sn->removed[k].srv->b == srv->b;
+            if (dup)
+                continue;
+            if (sn->nremoved == cap) {
+                size_t nc = cap ? cap * 2 : 8;
+                struct lb_server_view *v = realloc(sn->removed, nc * sizeof(*v));
+                struct lb_gen **gs;
+
+                if (v == NULL)
+                    return -1;
+                sn->removed = v;
+                gs = realloc(sn->removed_gens, nc * sizeof(*gs));
+                if (gs == NULL)
+                    return -1;
+                sn->removed_gens = gs;
+                cap = nc;
+            }
+            lb_gen_ref(og);
+            sn->removed_gens[sn->nremoved] = og;
+            lb_admin_view_take(srv, &sn->removed[sn->nremoved++]);
+        }
+    }
+    return 0;
+}
+
+static void
+lb_stats_snap_free(struct lb_stats_snap *sn)
+{
+    for (size_t i = 0; i < sn->nremoved; i++)
+        lb_gen_unref(sn->removed_gens[i]);
+    free(sn->removed);
+    free(sn->removed_gens);
+    free(sn->servers);
+    free(sn->check_duration);
+    free(sn->reload_error);
+    if (sn->g != NULL)
+        lb_gen_unref(sn->g);
+    memset(sn, 0, sizeof(*sn));
+}
+
+/* -1 when out of memory (nothing to free then). */
+static int
+lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
+{
+    int rc = 0;
+
+    memset(sn, 0, sizeof(*sn));
+    pthread_mutex_lock(&d->state_lock);
+    sn->g = d->gen;
+    lb_gen_ref(sn->g);
+    sn->servers = calloc(sn->g->nservers ? sn->g->nservers : 1, sizeof(*sn->servers));
+    sn->check_duration = calloc(sn->g->conf->npools ? sn->g->conf->npools : 1,
+                                sizeof(*sn->check_duration));
+    if (sn->servers == NULL || sn->check_duration == NULL ||
+        lb_stats_snap_removed(d, sn) == -1) {
+        rc = -1;
+    } else {
+        for (size_t i = 0; i < sn->g->nservers; i++)
+            lb_admin_view_take(sn->g->servers[i], &sn->servers[i]);
+        for (size_t i = 0; i < sn->g->conf->npools; i++)
+            sn->check_duration[i] = sn->g->pools[i].stats->check_duration;
+        sn->health = d->health;
+        sn->reloads_ok = d->reloads_ok;
+        sn->reloads_failed = d->reloads_failed;
+        if (d->reload_error != NULL)
+            sn->reload_error = strdup(d->reload_error);
+        sn->started_at = d->started_at;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (rc == -1)
+        lb_stats_snap_free(sn);
+    return rc;
+}
+
+static size_t
+lb_stats_pool_in_rotation(const struct lb_server_view *v, size_t n, bool *guard_active)
+{
+    size_t in = 0;
+
+    *guard_active = false;
+    for (size_t i = 0; i < n; i++) {
+        in += v[i].in_rotation;
+        *guard_active |= v[i].is_guarded;
+    }
+    return in;
+}
+
+void
+lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
                      struct evbuffer *out)
 {
+    const struct lb_server *srv = v->srv;
     uint32_t active = bal_server_active(srv->pool->bal, srv->index);
 
     LB_ADD_LIT(out, "{\"name\":");
@@ -71,10 +231,10 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
-        srv->conf->weight, lb_server_state_name(lb_server_state(srv, active)),
-        srv->b->is_guarded ? "true" : "false",
-        bal_health_state_name(srv->b->health.state),
-        srv->b->admin == LB_ADMIN_NONE ? "none" : srv->b->admin == LB_ADMIN_DRAIN ? "drain" : "disable",
+        srv->conf->weight, bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
+        v->is_guarded ? "true" : "false",
+        bal_health_state_name(v->health),
+        bal_admin_name(v->admin),
         conf_check_name(srv->pool->conf->check),
         active,
         (unsigned long long)LB_LOAD(srv->b->total_connections),
@@ -84,39 +244,39 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server *srv,
         (unsigned long long)LB_LOAD(srv->b->drained_by_timeout),
         LB_LOAD(srv->b->live_failures),
         (unsigned long long)LB_LOAD(srv->b->observed_probes),
-        srv->b->health.consecutive_successes, srv->b->health.consecutive_failures,
-        (unsigned long long)srv->b->checks);
-    if (srv->b->last_check.is_set) {
+        v->consecutive_successes, v->consecutive_failures,
+        (unsigned long long)v->checks);
+    if (v->last_check.is_set) {
         evbuffer_add_printf(out, "{\"result\":\"%s\",\"detail\":",
-                            srv->b->last_check.passed ? "passed" : "failed");
-        lb_json_str(out, srv->b->last_check.detail);
+                            v->last_check.passed ? "passed" : "failed");
+        lb_json_str(out, v->last_check.detail);
         LB_ADD_LIT(out, ",\"duration_ms\":");
-        lb_json_num(out, srv->b->last_check.duration_ms);
+        lb_json_num(out, v->last_check.duration_ms);
         LB_ADD_LIT(out, ",\"at\":");
-        lb_json_num(out, srv->b->last_check.at);
+        lb_json_num(out, v->last_check.at);
         LB_ADD_LIT(out, "}");
     } else {
         LB_ADD_LIT(out, "null");
     }
     LB_ADD_LIT(out, ",\"last_change\":");
-    lb_json_num(out, srv->b->last_change > 0 ? srv->b->last_change : d->started_at);
+    lb_json_num(out, v->last_change > 0 ? v->last_change : d->started_at);
     LB_ADD_LIT(out, ",\"last_detection_ms\":");
-    lb_json_num(out, srv->b->last_detection_ms);
+    lb_json_num(out, v->last_detection_ms);
     LB_ADD_LIT(out, "}");
 }
 
-void
+int
 lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
 {
+    struct lb_stats_snap sn;
     const struct lb_gen *g;
     double now = lb_wall_now();
 
-    /* The whole answer under the lock: a reload swaps d->gen under it, and
-     * the health figures change under it. */
-    pthread_mutex_lock(&d->state_lock);
-    g = d->gen;
+    if (lb_stats_snap_take(d, &sn) == -1)
+        return -1;
+    g = sn.g;
     evbuffer_add_printf(out, "{\"version\":\"%s\",\"uptime_s\":", LB_VERSION);
-    lb_json_num(out, now - d->started_at);
+    lb_json_num(out, now - sn.started_at);
     LB_ADD_LIT(out, ",\"frontends\":[");
     for (size_t i = 0; i < g->conf->nfrontends; i++) {
         const struct lb_frontend *fe = &g->frontends[i];
@@ -134,8 +294,11 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
     }
     LB_ADD_LIT(out, "],\"pools\":[");
-    for (size_t i = 0; i < g->conf->npools; i++) {
+    for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
         const struct lb_pool *p = &g->pools[i];
+        const struct lb_server_view *v = &sn.servers[first];
+        bool guard_active;
+        size_t in = lb_stats_pool_in_rotation(v, p->conf->nservers, &guard_active);
 
         if (i)
             LB_ADD_LIT(out, ",");
@@ -145,70 +308,47 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
             ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
             "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,\"servers\":[",
             conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
-            p->conf->nservers, p->in_rotation, p->guard_active ? "true" : "false",
+            p->conf->nservers, in, guard_active ? "true" : "false",
             bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
                             p->conf->nservers),
             (unsigned long long)p->conf->drain_timeout_ms);
         for (size_t k = 0; k < p->conf->nservers; k++) {
             if (k)
                 LB_ADD_LIT(out, ",");
-            lb_admin_server_json(d, &p->servers[k], out);
+            lb_admin_server_json(d, &v[k], out);
         }
         LB_ADD_LIT(out, "]}");
+        first += p->conf->nservers;
     }
-    /* Servers a reload removed, while their last connections drain; each
-     * disappears with its last connection. A removed server may sit in
-     * several replaced generations: list it once. */
     LB_ADD_LIT(out, "],\"removed_servers\":[");
-    {
-        const struct lb_backend *seen[64];
-        size_t nseen = 0;
-        bool first = true;
-
-        for (size_t r = d->nretired; r-- > 0;) {
-            const struct lb_gen *og = d->retired[r];
-
-            for (size_t i = 0; i < og->nservers; i++) {
-                const struct lb_server *srv = og->servers[i];
-                bool dup = false;
-
-                if (!srv->b->is_removed || atomic_load(&srv->b->active) == 0)
-                    continue;
-                for (size_t k = 0; k < nseen && !dup; k++)
-                    dup = seen[k] == srv->b;
-                if (dup)
-                    continue;
-                if (nseen < sizeof(seen) / sizeof(seen[0]))
-                    seen[nseen++] = srv->b;
-                if (!first)
-                    LB_ADD_LIT(out, ",");
-                first = false;
-                LB_ADD_LIT(out, "{\"pool\":");
-                lb_json_str(out, srv->pool->conf->name);
-                LB_ADD_LIT(out, ",\"server\":");
-                lb_admin_server_json(d, srv, out);
-                LB_ADD_LIT(out, "}");
-            }
-        }
+    for (size_t i = 0; i < sn.nremoved; i++) {
+        if (i)
+            LB_ADD_LIT(out, ",");
+        LB_ADD_LIT(out, "{\"pool\":");
+        lb_json_str(out, sn.removed[i].srv->pool->conf->name);
+        LB_ADD_LIT(out, ",\"server\":");
+        lb_admin_server_json(d, &sn.removed[i], out);
+        LB_ADD_LIT(out, "}");
     }
     evbuffer_add_printf(out, "],\"health\":{\"checks_total\":%llu,\"detections_down\":%llu,"
                         "\"detections_up\":%llu,\"lag_ms_mean\":",
-                        (unsigned long long)d->health.checks,
-                        (unsigned long long)d->health.detection_down.count,
-                        (unsigned long long)d->health.detection_up.count);
-    lb_json_num(out, d->health.lag.count ? d->health.lag.sum_ms / (double)d->health.lag.count : 0);
+                        (unsigned long long)sn.health.checks,
+                        (unsigned long long)sn.health.detection_down.count,
+                        (unsigned long long)sn.health.detection_up.count);
+    lb_json_num(out, sn.health.lag.count ? sn.health.lag.sum_ms / (double)sn.health.lag.count : 0);
     evbuffer_add_printf(out, "},\"connections\":{\"active\":%u,\"max\":%u},"
                         "\"reloads\":{\"ok\":%llu,\"failed\":%llu,\"generation\":%llu,"
                         "\"last_error\":",
                         LB_LOAD(d->limit.active), LB_LOAD(d->limit.max),
-                        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed,
+                        (unsigned long long)sn.reloads_ok, (unsigned long long)sn.reloads_failed,
                         (unsigned long long)g->number);
-    if (d->reload_error != NULL)
-        lb_json_str(out, d->reload_error);
+    if (sn.reload_error != NULL)
+        lb_json_str(out, sn.reload_error);
     else
         LB_ADD_LIT(out, "null");
     LB_ADD_LIT(out, "}}\n");
-    pthread_mutex_unlock(&d->state_lock);
+    lb_stats_snap_free(&sn);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- metrics */
@@ -274,31 +414,31 @@ lb_prom_hist(struct evbuffer *out, const char *name, const char *labels,
                         labels[0] ? "}" : "", (unsigned long long)h->count);
 }
 
-typedef void (*lb_prom_server_pt)(struct evbuffer *out, const struct lb_server *srv);
+typedef void (*lb_prom_server_pt)(struct evbuffer *out, const struct lb_server_view *v);
 
 /* "up" is "in rotation", whatever is open */
-static void lb_prom_up(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%d\n", lb_server_state(s, 0) == LB_SERVER_UP); }
-static void lb_prom_active(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%u\n", bal_server_active(s->pool->bal, s->index)); }
-static void lb_prom_total(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->total_connections)); }
-static void lb_prom_bytes_in(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->bytes_in)); }
-static void lb_prom_bytes_out(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->bytes_out)); }
-static void lb_prom_failures(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->connect_failures)); }
-static void lb_prom_drained(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->drained_by_timeout)); }
-static void lb_prom_observed(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(s->b->observed_probes)); }
-static void lb_prom_guarded(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%d\n", s->b->is_guarded); }
-static void lb_prom_checks(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)s->b->checks); }
-static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server *s)
-{ evbuffer_add_printf(o, "%u\n", s->b->health.consecutive_failures); }
+static void lb_prom_up(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%d\n", v->in_rotation); }
+static void lb_prom_active(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%u\n", bal_server_active(v->srv->pool->bal, v->srv->index)); }
+static void lb_prom_total(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->total_connections)); }
+static void lb_prom_bytes_in(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->bytes_in)); }
+static void lb_prom_bytes_out(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->bytes_out)); }
+static void lb_prom_failures(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->connect_failures)); }
+static void lb_prom_drained(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->drained_by_timeout)); }
+static void lb_prom_observed(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)LB_LOAD(v->srv->b->observed_probes)); }
+static void lb_prom_guarded(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%d\n", v->is_guarded); }
+static void lb_prom_checks(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%llu\n", (unsigned long long)v->checks); }
+static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%u\n", v->consecutive_failures); }
 
 /* The per-server families: one table, one loop. */
 static const struct {
@@ -318,17 +458,19 @@ static const struct {
     { "lb_server_consecutive_failures", "gauge", "Current run of failed probes", lb_prom_consec_fail },
 };
 
-void
+int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
+    struct lb_stats_snap sn;
     const struct lb_gen *g;
 
-    pthread_mutex_lock(&d->state_lock);         /* see lb_admin_stats_json */
-    g = d->gen;
+    if (lb_stats_snap_take(d, &sn) == -1)
+        return -1;
+    g = sn.g;
     lb_prom_head(out, "lb_info", "gauge", "Version of lb");
     evbuffer_add_printf(out, "lb_info{version=\"%s\"} 1\n", LB_VERSION);
     lb_prom_head(out, "lb_uptime_seconds", "gauge", "Seconds since start");
-    evbuffer_add_printf(out, "lb_uptime_seconds %.3f\n", lb_wall_now() - d->started_at);
+    evbuffer_add_printf(out, "lb_uptime_seconds %.3f\n", lb_wall_now() - sn.started_at);
     lb_prom_head(out, "lb_active_connections", "gauge", "Client connections open, all frontends");
     evbuffer_add_printf(out, "lb_active_connections %u\n", LB_LOAD(d->limit.active));
     lb_prom_head(out, "lb_max_connections", "gauge", "The max_connections cap");
@@ -347,19 +489,28 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         lb_prom_one(out, "lb_pool_servers", "pool", g->pools[i].conf->name,
                     g->pools[i].conf->nservers);
     lb_prom_head(out, "lb_pool_guard_active", "gauge", "1 when min_servers holds failing servers");
-    for (size_t i = 0; i < g->conf->npools; i++)
-        lb_prom_one(out, "lb_pool_guard_active", "pool", g->pools[i].conf->name,
-                    g->pools[i].guard_active);
+    for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
+        bool guard_active;
+
+        lb_stats_pool_in_rotation(&sn.servers[first], g->conf->pools[i].nservers, &guard_active);
+        lb_prom_one(out, "lb_pool_guard_active", "pool", g->pools[i].conf->name, guard_active);
+        first += g->conf->pools[i].nservers;
+    }
     lb_prom_head(out, "lb_pool_in_rotation", "gauge", "Servers of the pool in rotation");
-    for (size_t i = 0; i < g->conf->npools; i++)
-        lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name,
-                    g->pools[i].in_rotation);
+    for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
+        bool guard_active;
+        size_t in = lb_stats_pool_in_rotation(&sn.servers[first], g->conf->pools[i].nservers,
+                                              &guard_active);
+
+        lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name, in);
+        first += g->conf->pools[i].nservers;
+    }
     for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
         for (size_t i = 0; i < g->nservers; i++) {
             lb_prom_server_labels(out, lb_prom_server_metrics[m].name, g->servers[i]);
-            lb_prom_server_metrics[m].value(out, g->servers[i]);
+            lb_prom_server_metrics[m].value(out, &sn.servers[i]);
         }
     }
     lb_prom_head(out, "lb_check_duration_seconds", "histogram",
@@ -370,18 +521,19 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         /* conf/ limits names to [A-Za-z0-9_.-]: nothing to escape */
         snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
         lb_prom_hist(out, "lb_check_duration_seconds", labels,
-                     &g->pools[i].stats->check_duration);
+                     &sn.check_duration[i]);
     }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");
-    lb_prom_hist(out, "lb_check_lag_seconds", "", &d->health.lag);
+    lb_prom_hist(out, "lb_check_lag_seconds", "", &sn.health.lag);
     lb_prom_head(out, "lb_detection_seconds", "histogram",
                  "From the first probe of a failing (or passing) streak to the change of rotation");
-    lb_prom_hist(out, "lb_detection_seconds", "direction=\"down\"", &d->health.detection_down);
-    lb_prom_hist(out, "lb_detection_seconds", "direction=\"up\"", &d->health.detection_up);
+    lb_prom_hist(out, "lb_detection_seconds", "direction=\"down\"", &sn.health.detection_down);
+    lb_prom_hist(out, "lb_detection_seconds", "direction=\"up\"", &sn.health.detection_up);
     lb_prom_head(out, "lb_reloads_total", "counter", "Config reloads by result");
     evbuffer_add_printf(out, "lb_reloads_total{result=\"ok\"} %llu\n"
                              "lb_reloads_total{result=\"failed\"} %llu\n",
-                        (unsigned long long)d->reloads_ok, (unsigned long long)d->reloads_failed);
-    pthread_mutex_unlock(&d->state_lock);
+                        (unsigned long long)sn.reloads_ok, (unsigned long long)sn.reloads_failed);
+    lb_stats_snap_free(&sn);
+    return 0;
 }

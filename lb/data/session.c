@@ -38,7 +38,7 @@
  * distribution package pins. */
 #include <event2/event_struct.h>
 
-#include "lb.h"
+#include "daemon.h"
 
 enum lb_session_state {
     LB_SESSION_CONNECTING = 0,
@@ -192,7 +192,8 @@ lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
 {
     uint32_t every = s->pool->conf->observe_errors;
     uint32_t n;
-    struct hc *hc = s->w->daemon->hc;
+    /* published once built and running (checks.c) */
+    struct hc *hc = atomic_load_explicit(&s->w->daemon->hc, memory_order_acquire);
 
     n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
     if (every == 0 || n % every != 0 || hc == NULL || s->pool->conf->check == CONF_CHECK_NONE)
@@ -258,7 +259,9 @@ lb_session_relay_start(struct lb_session *s)
 
 /* Picks a server with the worker's cursor of the session's pool. A session
  * that began before a reload retries in its own (old) pool, whose cursor
- * the worker no longer keeps: a fresh one serves for that pick. */
+ * the worker no longer keeps: a fresh one serves for that pick. The old
+ * pool's servers share their rotation flags with today's (struct
+ * bal_live), so such a retry never picks a server taken out since. */
 static int
 lb_session_pick(struct lb_session *s)
 {

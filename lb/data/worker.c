@@ -4,26 +4,30 @@
  * cursors and its relay buffers. Nothing here takes a lock on the
  * per-connection path; the only shared figures are atomics.
  *
- * Other threads talk to a worker by setting one of its request flags (or the
- * daemon-wide pause flag) and calling lb_worker_notify(), which activates
- * notify_ev in the worker's base; the worker then reads the flags itself.
+ * Other threads talk to a worker only through its mailbox: a new generation
+ * (acknowledged on main's mailbox once the worker runs it), stop, force,
+ * drain scan, and a wake-up when the daemon-wide connection cap pauses or
+ * resumes accepts.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
-#include "lb.h"
+#include "daemon.h"
 
 /* Accepts per readiness event: enough to drain a burst, few enough that one
  * busy frontend does not starve the sessions of the same worker. */
 #define LB_WORKER_ACCEPT_BATCH 64
 /* Relay buffers kept per worker after use (64 KiB each). */
 #define LB_WORKER_FREE_BUFS_MAX 32
+/* A generation switch that ran out of memory is tried again after this. */
+#define LB_WORKER_SWITCH_RETRY_MS 100
 /* After EMFILE/ENFILE, how long accepts pause before the next try. */
 #define LB_WORKER_EMFILE_PAUSE_MS 100
 /* At most one max_connections_reached / accept_resumed pair per second:
@@ -41,7 +45,8 @@ struct lb_listener {
 };
 
 static void lb_worker_on_accept(evutil_socket_t fd, short what, void *arg);
-static void lb_worker_on_notify(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_on_msgs(void *msgs, size_t n, void *arg);
+static void lb_worker_on_switch_retry(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_sync_listeners(struct lb_worker *w);
@@ -81,7 +86,7 @@ lb_limit_resume(struct lb_daemon *d)
         if (lb_limit_should_log())
             lb_log(CONF_LOG_INFO, "accept_resumed", "active=%u limit=%u",
                    atomic_load(&d->limit.active), d->limit.max);
-        lb_workers_notify(d);
+        lb_workers_post(d, LB_WORKER_WAKE);
     }
 }
 
@@ -91,7 +96,7 @@ lb_limit_pause(struct lb_daemon *d)
     if (!atomic_exchange(&d->limit.paused, true)) {
         if (lb_limit_should_log())
             lb_log(CONF_LOG_WARN, "max_connections_reached", "limit=%u", d->limit.max);
-        lb_workers_notify(d);
+        lb_workers_post(d, LB_WORKER_WAKE);
     }
     /* A session may have ended between the failed reserve and the store of
      * the flag, and seen no pause to lift: look again (both sides use
@@ -166,11 +171,13 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
         snprintf(err, errlen, "event_base_new failed");
         return -1;
     }
-    w->notify_ev = event_new(w->base, -1, 0, lb_worker_on_notify, w);
+    w->mailbox = lb_mailbox_new(w->base, sizeof(struct lb_worker_msg), lb_worker_on_msgs, w);
     w->retry_accept_ev = evtimer_new(w->base, lb_worker_on_retry_accept, w);
     w->drain_ev = evtimer_new(w->base, lb_worker_on_drain_timer, w);
+    w->switch_retry_ev = evtimer_new(w->base, lb_worker_on_switch_retry, w);
     w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
-    if (w->notify_ev == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
+    if (w->mailbox == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
+        w->switch_retry_ev == NULL ||
         w->cursors == NULL || lb_worker_listeners_build(w, g, NULL, 0) == -1) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -198,19 +205,23 @@ lb_worker_main(void *arg)
     /* NO_EXIT_ON_EMPTY: a worker whose listeners are paused at the cap and
      * that has no session left must still wait for the resume. */
     event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    atomic_fetch_sub(&d->workers_running, 1);
-    event_active(d->worker_exit_ev, EV_READ, 0);
+    struct lb_main_msg m = { .kind = LB_MAIN_WORKER_EXIT, .worker = w->id };
+
+    /* Main ends when the last worker has told it; a lost message would
+     * leave it waiting, so try until it goes. */
+    while (lb_mailbox_post(d->mailbox, &m) == -1) {
+        struct timespec pause = { 0, 10 * 1000 * 1000 };
+        nanosleep(&pause, NULL);
+    }
     return NULL;
 }
 
 int
 lb_worker_start(struct lb_worker *w)
 {
-    atomic_fetch_add(&w->daemon->workers_running, 1);
-    if (pthread_create(&w->thread, NULL, lb_worker_main, w) != 0) {
-        atomic_fetch_sub(&w->daemon->workers_running, 1);
+    if (pthread_create(&w->thread, NULL, lb_worker_main, w) != 0)
         return -1;
-    }
+    w->daemon->workers_running++;
     return 0;
 }
 
@@ -252,8 +263,10 @@ lb_worker_cursors_free(struct lb_worker *w)
 }
 
 /* Moves the worker to generation ng (whose reference it now owns): new
- * listeners and cursors; the old generation lives on in its sessions. */
-static void
+ * listeners and cursors; the old generation lives on in its sessions.
+ * false when out of memory: it stays on the old generation, which still
+ * serves, and keeps ng to try again. */
+static bool
 lb_worker_switch(struct lb_worker *w, struct lb_gen *ng)
 {
     struct lb_listener *old = w->listeners;
@@ -267,13 +280,10 @@ lb_worker_switch(struct lb_worker *w, struct lb_gen *ng)
         ok = cursors[i] != NULL;
     }
     if (!ok || lb_worker_listeners_build(w, ng, old, nold) == -1) {
-        /* Out of memory: stay on the old generation, which still serves. */
         for (size_t i = 0; cursors != NULL && i < ng->conf->npools; i++)
             bal_cursor_free(cursors[i]);
         free(cursors);
-        lb_gen_unref(ng);
-        lb_log(CONF_LOG_ERROR, "reload_worker_failed", "worker=%u error=\"out of memory\"", w->id);
-        return;
+        return false;
     }
     lb_worker_listeners_close(w, old, nold);
     free(old);
@@ -285,15 +295,61 @@ lb_worker_switch(struct lb_worker *w, struct lb_gen *ng)
         lb_worker_close_listeners(w);
     else
         lb_worker_sync_listeners(w);
+    return true;
+}
+
+/* Switches to ng, or keeps it for a retry; main hears of the switch only
+ * once it happened, with the generation actually in use. */
+static void
+lb_worker_switch_to(struct lb_worker *w, struct lb_gen *ng)
+{
+    struct lb_main_msg m = { .kind = LB_MAIN_SWITCHED, .worker = w->id, .number = ng->number };
+    struct timeval retry = { 0, LB_WORKER_SWITCH_RETRY_MS * 1000 };
+
+    if (w->switch_pending != NULL && w->switch_pending != ng)
+        lb_gen_unref(w->switch_pending);    /* a newer one replaces it */
+    w->switch_pending = NULL;
+    if (!lb_worker_switch(w, ng)) {
+        lb_log(CONF_LOG_ERROR, "reload_worker_failed", "worker=%u error=\"out of memory\" retry_ms=%d",
+               w->id, LB_WORKER_SWITCH_RETRY_MS);
+        w->switch_pending = ng;
+        event_add(w->switch_retry_ev, &retry);
+        return;
+    }
+    event_del(w->switch_retry_ev);
+    while (lb_mailbox_post(w->daemon->mailbox, &m) == -1) {
+        struct timespec pause = { 0, 10 * 1000 * 1000 };
+        nanosleep(&pause, NULL);            /* main waits for this one */
+    }
+}
+
+static void
+lb_worker_on_switch_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    if (w->switch_pending != NULL)
+        lb_worker_switch_to(w, w->switch_pending);
 }
 
 void
 lb_worker_fini(struct lb_worker *w)
 {
-    struct lb_gen *pending = atomic_exchange(&w->pending_gen, NULL);
+    struct lb_worker_msg *m;
+    size_t n = w->mailbox != NULL ? lb_mailbox_take(w->mailbox, (void **)&m) : 0;
 
-    if (pending != NULL)
-        lb_gen_unref(pending);
+    /* generations posted but never taken are ours to release */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].kind == LB_WORKER_SWITCH)
+            lb_gen_unref(m[i].gen);
+    }
+    if (n > 0)
+        free(m);
+    lb_mailbox_free(w->mailbox);
+    w->mailbox = NULL;
+    if (w->switch_pending != NULL)
+        lb_gen_unref(w->switch_pending);
+    w->switch_pending = NULL;
     if (w->gen != NULL) {
         lb_worker_close_listeners(w);
         lb_worker_cursors_free(w);
@@ -305,8 +361,9 @@ lb_worker_fini(struct lb_worker *w)
         w->free_bufs = b->next;
         free(b);
     }
-    if (w->notify_ev != NULL)
-        event_free(w->notify_ev);
+    if (w->switch_retry_ev != NULL)
+        event_free(w->switch_retry_ev);
+    w->switch_retry_ev = NULL;
     if (w->retry_accept_ev != NULL)
         event_free(w->retry_accept_ev);
     if (w->drain_ev != NULL)
@@ -316,25 +373,26 @@ lb_worker_fini(struct lb_worker *w)
         event_base_free(w->base);
     if (w->gen != NULL)
         lb_gen_unref(w->gen);
-    w->notify_ev = w->retry_accept_ev = NULL;
+    w->retry_accept_ev = NULL;
     w->base = NULL;
     w->gen = NULL;
 }
 
-void
-lb_workers_notify(struct lb_daemon *d)
+int
+lb_worker_post(struct lb_worker *w, enum lb_worker_msg_kind kind, struct lb_gen *gen)
 {
-    for (size_t i = 0; i < d->nworkers; i++)
-        lb_worker_notify(&d->workers[i]);
+    struct lb_worker_msg m = { .kind = kind, .gen = gen };
+
+    return lb_mailbox_post(w->mailbox, &m);
 }
 
 void
-lb_worker_notify(struct lb_worker *w)
+lb_workers_post(struct lb_daemon *d, enum lb_worker_msg_kind kind)
 {
-    /* Safe from any thread: evthread_use_pthreads() made the base
-     * notifiable, and activating an event that is already active is a
-     * no-op, so wake-ups coalesce. */
-    event_active(w->notify_ev, EV_READ, 0);
+    for (size_t i = 0; i < d->nworkers; i++) {
+        if (lb_worker_post(&d->workers[i], kind, NULL) == -1)
+            lb_log(CONF_LOG_ERROR, "worker_message_lost", "worker=%zu error=\"out of memory\"", i);
+    }
 }
 
 /* ------------------------------------------------------------- accepting */
@@ -456,41 +514,45 @@ lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-lb_worker_on_notify(evutil_socket_t fd, short what, void *arg)
+lb_worker_on_msgs(void *msgs, size_t n, void *arg)
 {
     struct lb_worker *w = arg;
-    struct lb_gen *ng = atomic_exchange(&w->pending_gen, NULL);
+    const struct lb_worker_msg *m = msgs;
+    bool is_drain = false;
 
-    if (ng != NULL) {
-        uint64_t number = ng->number;
+    for (size_t i = 0; i < n; i++) {
+        switch (m[i].kind) {
+        case LB_WORKER_SWITCH:
+            lb_worker_switch_to(w, m[i].gen);
+            break;
+        case LB_WORKER_STOP:
+            if (w->is_stopping)
+                break;
+            /* Closing (not just disabling) the sockets makes the kernel
+             * refuse new connections at once. */
+            w->is_stopping = true;
+            lb_worker_close_listeners(w);
+            event_del(w->retry_accept_ev);
+            break;
+        case LB_WORKER_FORCE: {
+            uint64_t closed = 0;
 
-        lb_worker_switch(w, ng);
-        atomic_store(&w->gen_number, number);   /* main waits for this */
-    }
-
-    if (atomic_load(&w->stop_requested) && !w->is_stopping) {
-        /* Closing (not just disabling) the sockets makes the kernel refuse
-         * new connections at once. */
-        w->is_stopping = true;
-        lb_worker_close_listeners(w);
-        event_del(w->retry_accept_ev);
-    }
-    if (atomic_load(&w->force_requested)) {
-        uint64_t closed = 0;
-
-        while (w->sessions != NULL) {
-            lb_session_abort(w->sessions, "shutdown timeout");
-            closed++;
+            while (w->sessions != NULL) {
+                lb_session_abort(w->sessions, "shutdown timeout");
+                closed++;
+            }
+            atomic_fetch_add(&w->daemon->forced_closes, closed);
+            break;
         }
-        atomic_fetch_add(&w->daemon->forced_closes, closed);
+        case LB_WORKER_DRAIN:
+            is_drain = true;            /* one scan for the whole batch */
+            break;
+        case LB_WORKER_WAKE:
+            break;                      /* the sync below reads the flag */
+        }
     }
-    /* Notifications also come at the connection cap, once per close: scan
-     * the sessions only when a server has started to drain since the last
-     * scan (the drain timer covers deadlines still ahead). */
-    if (atomic_load(&w->daemon->drain_epoch) != w->drain_epoch_seen) {
-        w->drain_epoch_seen = atomic_load(&w->daemon->drain_epoch);
+    if (is_drain)
         lb_worker_drain_scan(w);
-    }
     if (w->is_stopping) {
         if (w->nsessions == 0)
             event_base_loopexit(w->base, NULL);

@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "lb.h"
+#include "core.h"
 
 /* Accept queue length: the kernel caps it at net.core.somaxconn. A long
  * queue is also where clients wait while max_connections holds accepts. */

@@ -9,14 +9,20 @@
  *      and a bind error fails the reload before anything changed.
  *   3. Move the health checks to the new server set (a bad CA file fails
  *      here, still before anything changed).
- *   4. Commit under state_lock: swap the generation, retire removed servers
- *      (they drain with their pool's drain_timeout), recompute rotation.
- *   5. Hand the generation to every worker and wait until each has switched;
- *      the old generation lives on in its sessions and is freed by the
- *      first cleanup after its last one ends.
+ *   4. Commit under state_lock: swap the generation and decide every pool
+ *      (server.c): removed servers leave rotation and drain with their
+ *      pool's drain_timeout, new ones wait for their first passing probe.
+ *   5. Post the generation to every worker's mailbox and go back to the
+ *      loop. Each worker acknowledges its switch on main's mailbox; with
+ *      the last acknowledgement the reload is done: it is logged, counted
+ *      and answered (POST /reload), and replaced generations without
+ *      sessions are freed. The others go with their last session.
  *
- * Main thread. A reload runs to its end in one callback; SIGHUPs that come
- * meanwhile coalesce into one more reload (lb_reload_signal).
+ * Steps 1 to 3 hold no lock: the admin port keeps answering and health
+ * verdicts keep coming while a file is parsed, sockets bound and CA files
+ * loaded. Main thread. One reload at a time: asking for one while another
+ * waits for its workers makes exactly one more after it, which reads the
+ * file as it is then (a burst of SIGHUPs makes one or two reloads).
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -26,13 +32,24 @@
 
 #include <event2/event.h>
 
-#include "lb.h"
+#include "daemon.h"
 
-/* How long main waits for the workers to take a new generation. They do it
- * on their next loop pass; this only bounds a pathological case. */
-#define LB_RELOAD_WORKER_WAIT_MS 5000
 /* How often replaced generations are checked for their last session. */
 #define LB_RELOAD_CLEANUP_MS 500
+
+/* A committed reload waiting for the workers to switch. */
+struct lb_reload_run {
+    const char *trigger;
+    uint64_t number;                    /* the new generation */
+    uint64_t ticket;                    /* POST /reload requests it answers */
+    uint64_t started_ms;
+    size_t added, removed;
+    size_t switched;                    /* workers acknowledged */
+};
+
+static void lb_reload_free_unused(struct lb_daemon *d);
+static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
+                          const char *err, const struct lb_reload_run *run);
 
 /* Settings that need a restart: the new file's value is replaced by the one
  * in use, and the operator is told. */
@@ -57,15 +74,6 @@ lb_reload_keep_restart_settings(const struct conf *cur, struct conf *next)
     }
 }
 
-/* A server of old that the new generation does not have. */
-static bool
-lb_reload_is_removed(const struct lb_gen *ng, const struct lb_server *srv)
-{
-    uint32_t id = srv->b->id;
-
-    return id >= ng->nby_id || ng->by_id[id] == NULL || ng->by_id[id]->b != srv->b;
-}
-
 static int
 lb_reload_retire_gen(struct lb_daemon *d, struct lb_gen *old)
 {
@@ -78,44 +86,14 @@ lb_reload_retire_gen(struct lb_daemon *d, struct lb_gen *old)
     return 0;
 }
 
-/* Every worker gets the new generation with a reference of its own; main
- * waits until each has switched, so that two reloads never overlap in a
- * worker. */
-static void
-lb_reload_publish(struct lb_daemon *d, struct lb_gen *ng)
-{
-    struct timespec pause = { 0, 1000000 };
-    int waited = 0;
-
-    for (size_t i = 0; i < d->nworkers; i++) {
-        struct lb_gen *prev;
-
-        lb_gen_ref(ng);
-        prev = atomic_exchange(&d->workers[i].pending_gen, ng);
-        if (prev != NULL)
-            lb_gen_unref(prev);
-        lb_worker_notify(&d->workers[i]);
-    }
-    for (size_t i = 0; i < d->nworkers; i++) {
-        while (atomic_load(&d->workers[i].gen_number) < ng->number &&
-               waited < LB_RELOAD_WORKER_WAIT_MS) {
-            nanosleep(&pause, NULL);
-            waited++;
-        }
-    }
-    if (waited >= LB_RELOAD_WORKER_WAIT_MS)
-        lb_log(CONF_LOG_ERROR, "reload_slow_worker", "generation=%llu detail=\"a worker has not switched yet\"",
-               (unsigned long long)ng->number);
-}
-
-static void lb_reload_free_unused(struct lb_daemon *d);
-
+/* Steps 1 to 4. On success *added and *removed count the servers. */
 static int
-lb_reload_run(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size_t *removed)
+lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size_t *removed)
 {
     struct lb_gen *old = d->gen, *ng;
     struct conf *conf = NULL;
     char *errors = NULL;
+    int rc;
 
     if (d->shutdown_timer_ev != NULL) {
         snprintf(err, errlen, "shutting down");
@@ -133,67 +111,129 @@ lb_reload_run(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size
     }
     lb_reload_keep_restart_settings(old->conf, conf);
 
-    pthread_mutex_lock(&d->state_lock);
+    /* main is the only writer of d->gen and of what lb_gen_new reads */
     ng = lb_gen_new(conf, old, d->nworkers, &d->next_id, err, errlen);
-    if (ng == NULL) {
-        pthread_mutex_unlock(&d->state_lock);
+    if (ng == NULL)
         return -1;
-    }
-    if (lb_reload_retire_gen(d, old) == -1) {
+    pthread_mutex_lock(&d->state_lock);
+    rc = lb_gen_decide_reserve(d, ng, old) == 0 ? lb_reload_retire_gen(d, old) : -1;
+    pthread_mutex_unlock(&d->state_lock);
+    if (rc == -1) {
         snprintf(err, errlen, "out of memory");
         lb_gen_unref(ng);
-        pthread_mutex_unlock(&d->state_lock);
         return -1;
     }
     if (lb_health_start(d, ng, err, errlen) == -1) {
+        pthread_mutex_lock(&d->state_lock);
         d->nretired--;                  /* old stays current */
-        lb_gen_unref(ng);
         pthread_mutex_unlock(&d->state_lock);
+        lb_gen_unref(ng);
         return -1;
     }
 
     /* Commit: from here on nothing fails. */
+    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < ng->nservers; i++) {
         struct lb_server *srv = ng->servers[i];
 
         /* changed thresholds apply from the next probe */
         srv->b->health.rise = srv->pool->conf->rise ? srv->pool->conf->rise : 1;
         srv->b->health.fall = srv->pool->conf->fall ? srv->pool->conf->fall : 1;
-        *added += srv->b->id >= old->nby_id || old->by_id[srv->b->id] == NULL;
+        *added += !srv->b->is_decided;
     }
-    for (size_t i = 0; i < old->nservers; i++) {
-        if (lb_reload_is_removed(ng, old->servers[i])) {
-            lb_server_retire(d, old->servers[i]);
-            (*removed)++;
-        }
-    }
+    *removed = lb_gen_decide(d, ng, old);
     d->gen = ng;                        /* main's reference moves over */
-    for (size_t i = 0; i < ng->conf->npools; i++)
-        lb_pool_update(d, &ng->pools[i], "reload");
     lb_log_set_level(ng->conf->global.log_level);
     atomic_store(&d->limit.max, ng->conf->global.max_connections);
     pthread_mutex_unlock(&d->state_lock);
-
-    lb_reload_publish(d, ng);
-    /* Every worker has switched: without open connections the old
-     * generation goes now, not at the next cleanup. */
-    lb_reload_free_unused(d);
     return 0;
 }
 
-int
+/* Step 5: every worker gets the generation with a reference of its own. */
+static void
+lb_reload_publish(struct lb_daemon *d, struct lb_reload_run *run)
+{
+    for (size_t i = 0; i < d->nworkers; i++) {
+        lb_gen_ref(d->gen);
+        if (lb_worker_post(&d->workers[i], LB_WORKER_SWITCH, d->gen) == -1) {
+            lb_gen_unref(d->gen);
+            lb_log(CONF_LOG_ERROR, "reload_worker_failed",
+                   "worker=%zu error=\"out of memory\" detail=\"it keeps the old config until the next reload\"",
+                   i);
+            run->switched++;
+        }
+    }
+}
+
+static void
+lb_reload_start(struct lb_daemon *d, const char *trigger)
+{
+    struct lb_reload_run *run = calloc(1, sizeof(*run));
+    char err[1024] = "";
+    uint64_t ticket;
+
+    pthread_mutex_lock(&d->reload_lock);
+    ticket = d->reload_asked;           /* every request asked so far */
+    pthread_mutex_unlock(&d->reload_lock);
+    if (run == NULL) {
+        lb_reload_end(d, trigger, ticket, -1, "out of memory", NULL);
+        return;
+    }
+    *run = (struct lb_reload_run){ .trigger = trigger, .ticket = ticket,
+                                   .started_ms = lb_mono_ms() };
+    if (lb_reload_commit(d, err, sizeof(err), &run->added, &run->removed) == -1) {
+        lb_reload_end(d, trigger, ticket, -1, err, NULL);
+        free(run);
+        return;
+    }
+    run->number = d->gen->number;
+    d->reload_run = run;
+    lb_reload_publish(d, run);
+    if (run->switched == d->nworkers)
+        lb_reload_on_switched(d, 0, 0);
+}
+
+void
 lb_reload(struct lb_daemon *d, const char *trigger)
 {
-    char err[1024] = "", qbuf[1200];
-    size_t added = 0, removed = 0;
-    struct timespec t0, t1;
-    double ms;
-    int rc;
+    if (d->reload_run != NULL) {
+        d->is_reload_again = true;      /* one more after this one */
+        d->reload_again_trigger = trigger;
+        return;
+    }
+    lb_reload_start(d, trigger);
+}
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = lb_reload_run(d, err, sizeof(err), &added, &removed);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+void
+lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
+{
+    struct lb_reload_run *run = d->reload_run;
+
+    if (run == NULL)
+        return;
+    if (number != 0 && number >= run->number)
+        run->switched++;
+    if (run->switched < d->nworkers)
+        return;
+    d->reload_run = NULL;
+    /* Every worker has switched: without open connections the old
+     * generation goes now, not at the next cleanup. */
+    lb_reload_free_unused(d);
+    lb_reload_end(d, run->trigger, run->ticket, 0, "", run);
+    free(run);
+    if (d->is_reload_again) {
+        d->is_reload_again = false;
+        lb_reload_start(d, d->reload_again_trigger);
+    }
+}
+
+/* A reload ended (run: the one that committed, NULL on failure): counted,
+ * logged, and answered to the POST /reload requests it covers. */
+static void
+lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
+              const char *err, const struct lb_reload_run *run)
+{
+    char qbuf[1200];
 
     pthread_mutex_lock(&d->state_lock);
     free(d->reload_error);
@@ -208,16 +248,19 @@ lb_reload(struct lb_daemon *d, const char *trigger)
 
     if (rc == 0)
         lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu duration_ms=%.1f",
-               trigger, (unsigned long long)d->gen->number, d->gen->nservers, added, removed, ms);
+               trigger, (unsigned long long)d->gen->number, d->gen->nservers, run->added,
+               run->removed, (double)(lb_mono_ms() - run->started_ms));
     else
         lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
 
     pthread_mutex_lock(&d->reload_lock);
     d->reload_status = rc;
-    snprintf(d->reload_message, sizeof(d->reload_message), "%s", rc == 0 ? "" : err);
+    snprintf(d->reload_message, sizeof(d->reload_message), "%s", err);
+    if (ticket > d->reload_done)
+        d->reload_done = ticket;
+    pthread_cond_broadcast(&d->reload_cond);
     pthread_mutex_unlock(&d->reload_lock);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- SIGHUP */
@@ -225,8 +268,8 @@ lb_reload(struct lb_daemon *d, const char *trigger)
 /* libevent runs a signal callback once per signal caught; a burst of
  * SIGHUPs must make one reload, not fifty. The callback only activates
  * hup_ev, and activating an active event does nothing: signals that come
- * before the reload runs, or while it runs, end in exactly one reload after
- * it, which reads the file as it is then. */
+ * before the reload runs end in one reload, which reads the file as it is
+ * then; signals while a reload waits for its workers, in one more. */
 static void
 lb_reload_on_hup(evutil_socket_t fd, short what, void *arg)
 {
@@ -241,25 +284,10 @@ lb_reload_signal(struct lb_daemon *d)
 
 /* --------------------------------------------------------- POST /reload */
 
-static void
-lb_reload_on_request(evutil_socket_t fd, short what, void *arg)
-{
-    struct lb_daemon *d = arg;
-    uint64_t ticket;
-
-    pthread_mutex_lock(&d->reload_lock);
-    ticket = d->reload_asked;       /* every request asked so far */
-    pthread_mutex_unlock(&d->reload_lock);
-    lb_reload(d, "admin");
-    pthread_mutex_lock(&d->reload_lock);
-    d->reload_done = ticket;
-    pthread_cond_broadcast(&d->reload_cond);
-    pthread_mutex_unlock(&d->reload_lock);
-}
-
 int
 lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
 {
+    struct lb_main_msg m = { .kind = LB_MAIN_RELOAD };
     struct timespec deadline;
     uint64_t ticket;
     int rc = -1;
@@ -269,7 +297,10 @@ lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
     pthread_mutex_lock(&d->reload_lock);
     ticket = ++d->reload_asked;
     pthread_mutex_unlock(&d->reload_lock);
-    event_active(d->reload_ev, EV_READ, 0);
+    if (lb_mailbox_post(d->mailbox, &m) == -1) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
 
     pthread_mutex_lock(&d->reload_lock);
     while (d->reload_done < ticket) {
@@ -327,11 +358,9 @@ lb_reload_init(struct lb_daemon *d)
 
     pthread_mutex_init(&d->reload_lock, NULL);
     pthread_cond_init(&d->reload_cond, NULL);
-    d->reload_ev = event_new(d->base, -1, 0, lb_reload_on_request, d);
     d->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
     d->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
-    if (d->reload_ev == NULL || d->hup_ev == NULL || d->retired_ev == NULL ||
-        event_add(d->retired_ev, &tv) == -1)
+    if (d->hup_ev == NULL || d->retired_ev == NULL || event_add(d->retired_ev, &tv) == -1)
         return -1;
     return 0;
 }
@@ -339,13 +368,13 @@ lb_reload_init(struct lb_daemon *d)
 void
 lb_reload_fini(struct lb_daemon *d)
 {
-    if (d->reload_ev != NULL)
-        event_free(d->reload_ev);
     if (d->retired_ev != NULL)
         event_free(d->retired_ev);
     if (d->hup_ev != NULL)
         event_free(d->hup_ev);
-    d->reload_ev = d->retired_ev = d->hup_ev = NULL;
+    d->retired_ev = d->hup_ev = NULL;
+    free(d->reload_run);
+    d->reload_run = NULL;
     for (size_t i = 0; i < d->nretired; i++)
         lb_gen_unref(d->retired[i]);
     free(d->retired);

@@ -1,0 +1,193 @@
+/*
+ * rotation.c - a pool's rotation decision: which servers serve, which are
+ * held by the minimum-pool guard, at what weight, and why each one moved.
+ * Pure: every input is a field of struct bal_member, every output too.
+ *
+ * One server, before the guard:
+ *
+ *   removed  admin      health            -> in rotation
+ *   yes      any        any               -> no, drains (why: removed)
+ *   no       drain/dis. any               -> no (operator)
+ *   no       none       pending           -> no: a server a reload added
+ *                                            waits for its first pass
+ *   no       none       down              -> no, unless the guard holds it
+ *   no       none       starting/up       -> yes
+ *
+ * The guard: when fewer servers than the floor are in, failing servers
+ * (admin none, health down, not removed) are held in rotation to make up
+ * the difference, the least bad first:
+ *   1. those already held, so that a held server is never swapped for
+ *      another (no flapping at the floor);
+ *   2. then those whose failure began last, so the first to fail leave
+ *      first.
+ * Servers taken out by an operator, pending or removed are never held: an
+ * operator who disables a server means it, and a server that never passed
+ * has nothing to serve with. Every call recomputes the whole pool, so a
+ * recovery anywhere releases held servers as soon as the floor allows.
+ *
+ * Why a server moved: a removed one, "removed"; at a build (start or
+ * reload), "reload" (or "placed" for its first decision, which is not a
+ * change); the server whose input changed, that input ("health" or
+ * "admin"); any other server moves only because the guard held or let go
+ * of it.
+ */
+#include "bal.h"
+
+static const char *const bal_state_names[] = {
+    [BAL_STATE_UP] = "up",
+    [BAL_STATE_DRAINING] = "draining",
+    [BAL_STATE_DOWN] = "down",
+    [BAL_STATE_DISABLED] = "disabled",
+};
+
+static const char *const bal_admin_names[] = {
+    [BAL_ADMIN_NONE] = "none",
+    [BAL_ADMIN_DRAIN] = "drain",
+    [BAL_ADMIN_DISABLE] = "disable",
+};
+
+uint32_t
+bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
+{
+    uint64_t floor = min_servers;
+
+    if (is_percent)         /* rounded up: 50% of 3 servers is 2 */
+        floor = ((uint64_t)min_servers * nservers + 99) / 100;
+    return floor > nservers ? (uint32_t)nservers : (uint32_t)floor;
+}
+
+static bool
+bal_member_is_healthy(const struct bal_member *m)
+{
+    return m->health == BAL_HEALTH_STARTING || m->health == BAL_HEALTH_UP;
+}
+
+/* Under health control: neither removed, nor taken out by an operator, nor
+ * waiting for its first probe. Only these count for, or are held by, the
+ * guard. */
+static bool
+bal_member_is_eligible(const struct bal_member *m)
+{
+    return !m->is_removed && m->admin == BAL_ADMIN_NONE &&
+           m->health != BAL_HEALTH_PENDING;
+}
+
+/* true when a should be held before b */
+static bool
+bal_guard_prefer(const struct bal_member *a, const struct bal_member *b)
+{
+    if (a->was_guarded != b->was_guarded)
+        return a->was_guarded;
+    return a->down_since_ms > b->down_since_ms;
+}
+
+/* Holds up to `need` failing eligible servers; n is one pool, so a
+ * selection by repeated scans is plenty. */
+static void
+bal_guard_hold(struct bal_member *m, size_t n, size_t need)
+{
+    while (need > 0) {
+        struct bal_member *best = NULL;
+
+        for (size_t i = 0; i < n; i++) {
+            struct bal_member *c = &m[i];
+
+            if (c->in_rotation || !bal_member_is_eligible(c))
+                continue;
+            if (best == NULL || bal_guard_prefer(c, best))
+                best = c;
+        }
+        if (best == NULL)
+            return;             /* fewer candidates than the floor needs */
+        best->in_rotation = true;
+        best->is_guarded = true;
+        need--;
+    }
+}
+
+static enum bal_why
+bal_member_why(const struct bal_member *m, bool is_cause, enum bal_cause kind)
+{
+    if (m->is_removed)
+        return BAL_WHY_REMOVED;
+    if (m->in_rotation == m->was_in_rotation)
+        return BAL_WHY_NONE;
+    if (m->is_new)
+        return BAL_WHY_PLACED;
+    if (kind == BAL_CAUSE_BUILD)
+        return BAL_WHY_RELOAD;
+    if (is_cause)
+        return kind == BAL_CAUSE_HEALTH ? BAL_WHY_HEALTH : BAL_WHY_ADMIN;
+    return m->in_rotation ? BAL_WHY_GUARD_HOLD : BAL_WHY_GUARD_RELEASE;
+}
+
+size_t
+bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
+                    enum bal_cause kind, size_t cause)
+{
+    size_t in = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        m[i].in_rotation = bal_member_is_eligible(&m[i]) && bal_member_is_healthy(&m[i]);
+        m[i].is_guarded = false;
+        in += m[i].in_rotation;
+    }
+    if (floor > in) {
+        bal_guard_hold(m, n, floor - in);
+        in = 0;
+        for (size_t i = 0; i < n; i++)
+            in += m[i].in_rotation;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        struct bal_member *s = &m[i];
+        bool is_cause = kind != BAL_CAUSE_BUILD && i == cause;
+
+        s->weight_now = s->in_rotation ? s->weight : 0;
+        s->why = bal_member_why(s, is_cause, kind);
+        /* A removed server's guard ends with it, silently. */
+        s->guard_held = s->is_guarded && !s->was_guarded;
+        s->guard_released = s->was_guarded && !s->is_guarded && !s->is_removed;
+        /* Out of rotation: its connections drain (disable: closed at once).
+         * An operator's disable of a server already out closes them too. */
+        s->drain_restart = s->is_removed ||
+                           (!s->in_rotation && s->why != BAL_WHY_NONE &&
+                            s->why != BAL_WHY_PLACED) ||
+                           (!s->in_rotation && is_cause && kind == BAL_CAUSE_ADMIN &&
+                            s->admin == BAL_ADMIN_DISABLE);
+        s->drain_ms = !s->is_removed && s->admin == BAL_ADMIN_DISABLE ? 0 : s->drain_timeout_ms;
+        s->drain_clear = s->in_rotation && !s->was_in_rotation;
+    }
+    return in;
+}
+
+enum bal_state
+bal_state_of(bool in_rotation, enum bal_admin admin, uint32_t active)
+{
+    if (in_rotation)
+        return BAL_STATE_UP;
+    /* after disable too, for the moment the workers take to close them */
+    if (active > 0)
+        return BAL_STATE_DRAINING;
+    return admin != BAL_ADMIN_NONE ? BAL_STATE_DISABLED : BAL_STATE_DOWN;
+}
+
+const char *
+bal_state_name(enum bal_state s)
+{
+    return s <= BAL_STATE_DISABLED ? bal_state_names[s] : "unknown";
+}
+
+const char *
+bal_admin_name(enum bal_admin a)
+{
+    return a <= BAL_ADMIN_DISABLE ? bal_admin_names[a] : "unknown";
+}
+
+uint64_t
+bal_drain_deadline(uint64_t now_ms, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms + timeout_ms;
+
+    return deadline == 0 ? 1 : deadline;
+}

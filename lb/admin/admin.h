@@ -1,0 +1,35 @@
+/*
+ * admin.h - the admin port: stats, metrics, the dashboard and operator
+ * actions, served from a thread of its own.
+ */
+#ifndef LB_ADMIN_H
+#define LB_ADMIN_H
+
+#include <stddef.h>
+
+struct evbuffer;
+struct lb_daemon;
+struct lb_server;
+struct lb_server_view;
+
+/* Binds the admin port and starts its thread. Main thread. -1 with err. */
+int lb_admin_start(struct lb_daemon *d, char *err, size_t errlen);
+void lb_admin_stop(struct lb_daemon *d);
+
+/* ---------------------------------------- admin_stats.c, for admin.c
+ * The documents, built from a copy taken under state_lock (the lock is not
+ * held while they are written). -1 when out of memory. Admin thread. */
+int lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
+int lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
+
+/* One server: its view is taken under state_lock (lb_admin_view_take),
+ * written out without it. The view's storage is the caller's. */
+struct lb_server_view *lb_admin_view_new(void);
+void lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v);
+void lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
+                          struct evbuffer *out);
+
+/* A JSON string, escaped whatever it holds. */
+void lb_json_str(struct evbuffer *out, const char *s);
+
+#endif /* LB_ADMIN_H */

@@ -1,0 +1,223 @@
+/*
+ * control.h - the control of server state and generations: what one read
+ * of the config builds (a generation), where health verdicts, operator
+ * actions and reloads turn into rotation changes, and the link to the
+ * health module. Main thread, and the admin thread for operator actions,
+ * under daemon->state_lock unless a comment says otherwise.
+ */
+#ifndef LB_CONTROL_H
+#define LB_CONTROL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bal.h"
+#include "conf.h"
+#include "hc.h"
+
+struct lb_daemon;
+
+/* Fixed-bucket histogram in milliseconds, exported in seconds. */
+#define LB_HIST_BUCKETS 15
+extern const double lb_hist_bounds_ms[LB_HIST_BUCKETS];
+struct lb_hist {
+    uint64_t buckets[LB_HIST_BUCKETS];  /* not cumulative */
+    uint64_t count;
+    double sum_ms;
+};
+void lb_hist_observe(struct lb_hist *h, double ms);
+
+/* What a server keeps across reloads: its place in rotation and open
+ * connections (the balancer's struct bal_live, which every generation's
+ * pool points to), counters, health and operator state. Shared by every
+ * generation that has the server (same pool, name and address), refcounted
+ * by their struct lb_server entries.
+ * Atomics: bumped by workers, read by anyone (relaxed: figures, not
+ * synchronisation). The rest: under daemon->state_lock. */
+struct lb_backend {
+    _Atomic uint32_t refs;
+    uint32_t id;                        /* health-check key, stable */
+
+    struct bal_live live;               /* in_rotation: main writes it, from
+                                           the decision only */
+    _Atomic uint64_t total_connections;
+    _Atomic uint64_t bytes_in;          /* from the server, to the client */
+    _Atomic uint64_t bytes_out;         /* from the client, to the server */
+    _Atomic uint64_t connect_failures;
+    _Atomic uint64_t drained_by_timeout;  /* closed by drain_timeout/disable */
+    _Atomic uint32_t live_failures;     /* consecutive failed connects of
+                                           client traffic (observe_errors) */
+    _Atomic uint64_t observed_probes;   /* out-of-schedule probes asked */
+    /* main writes, workers read: when this server's open connections are
+     * closed (monotonic ms; 0 = never: it is in rotation) */
+    _Atomic uint64_t drain_deadline_ms;
+
+    /* under state_lock: the inputs of the decision ... */
+    enum bal_admin admin;
+    bool is_removed;                    /* gone from the config (reload) */
+    bool is_decided;                    /* placed by a decision once */
+    uint64_t down_since_ms;             /* start of the streak that took
+                                           it down (guard ordering) */
+    struct bal_health health;
+    /* ... and of its outputs what is not in live */
+    bool is_guarded;                    /* failing, held by min_servers */
+    uint64_t last_seq;                  /* newest probe applied */
+    struct lb_check_info {
+        bool is_set;
+        bool passed;
+        char detail[HC_DETAIL_MAX];
+        double duration_ms;
+        double at;                      /* unix seconds */
+    } last_check;
+    double last_change;                 /* unix seconds */
+    double last_detection_ms;           /* of the latest up/down change */
+    uint64_t checks;
+    double lag_ms_max;
+};
+
+/* A server as one generation configures it. */
+struct lb_server {
+    const struct conf_server *conf;     /* name, address, weight, line */
+    struct lb_pool *pool;
+    size_t index;                       /* in pool->bal->servers */
+    struct lb_backend *b;               /* one reference */
+};
+
+/* Pool figures kept across reloads by pool name. */
+struct lb_pool_stats {
+    _Atomic uint32_t refs;
+    struct lb_hist check_duration;      /* under daemon->state_lock */
+};
+
+struct lb_pool {
+    const struct conf_pool *conf;
+    struct lb_pool_stats *stats;        /* one reference */
+    size_t index;                       /* in gen->pools */
+    struct bal_pool *bal;
+    struct lb_server *servers;          /* conf->nservers entries */
+};
+
+/* The listening sockets of one address: one per worker (SO_REUSEPORT, the
+ * kernel spreads new connections over them). Bound by main; shared by every
+ * generation whose frontends listen there, so a reload that keeps the
+ * address never closes it. Worker i owns fds[i] once it uses the address,
+ * and closes it itself when it moves to a generation without it. */
+struct lb_listen {
+    _Atomic uint32_t refs;
+    struct conf_addr addr;
+    size_t nfds;
+    int fds[];                          /* -1 once closed */
+};
+
+/* Frontend counters, kept across reloads by frontend name. */
+struct lb_fe_stats {
+    _Atomic uint32_t refs;
+    _Atomic uint64_t active_connections;
+    _Atomic uint64_t total_connections;
+};
+
+struct lb_frontend {
+    const struct conf_frontend *conf;
+    struct lb_pool *pool;
+    struct lb_listen *listen;           /* one reference */
+    struct lb_fe_stats *stats;          /* one reference */
+};
+
+/* Configuration generation: everything built from one read of the file.
+ * Immutable once built, except for the atomics above. Refcounted: the main
+ * thread holds one reference, each worker one, each session one, so a
+ * generation outlives every connection that started under it (reload). */
+struct lb_gen {
+    _Atomic uint32_t refs;
+    uint64_t number;                    /* 1 at start, +1 per reload */
+    struct conf *conf;                  /* owned */
+    struct lb_pool *pools;              /* conf->npools */
+    struct lb_frontend *frontends;      /* conf->nfrontends */
+    struct lb_server **servers;         /* every server of every pool */
+    size_t nservers;
+    struct lb_server **by_id;           /* indexed by backend id (sparse) */
+    size_t nby_id;
+};
+
+/* ---------------------------------------------------------------- gen.c */
+
+/* Builds a generation from a loaded config, taking ownership of conf (freed
+ * with the generation, also on failure). old is the generation it replaces
+ * (NULL at start): servers, frontend counters and listening sockets it
+ * shares with the new one are kept, not rebuilt. New servers get ids from
+ * *next_id and are out of rotation until the first decision places them;
+ * new addresses are bound here (nworkers sockets each). NULL with err set
+ * on failure (a bind error names FILE:LINE). Main thread; needs no lock
+ * (it only adds references to what old shares). */
+struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
+                          uint32_t *next_id, char *err, size_t errlen);
+void lb_gen_ref(struct lb_gen *g);
+void lb_gen_unref(struct lb_gen *g);
+void lb_backend_unref(struct lb_backend *b);
+void lb_listen_unref(struct lb_listen *l);
+
+/* ------------------------------------------------------------- server.c */
+
+/* The reported state (up, draining, down, disabled). active is the
+ * caller's one read of the server's open connections, so that a state and
+ * a count reported together agree. Caller holds state_lock. */
+enum bal_state lb_server_state(const struct lb_server *srv, uint32_t active);
+/* Servers of the pool in rotation, and whether the guard holds any. */
+size_t lb_pool_in_rotation(const struct lb_pool *pool);
+bool lb_pool_guard_active(const struct lb_pool *pool);
+
+/* Places every server of a just built generation g (start, or a reload
+ * replacing old, whose servers g does not have are removed: they leave
+ * rotation and drain with their pool's drain_timeout). Returns how many
+ * were removed. Caller holds state_lock (or is alone, at start). */
+size_t lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old);
+/* Makes room for lb_gen_decide(d, g, old) and for every later decision on
+ * g, before a reload commits. -1 when out of memory. */
+int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old);
+
+/* An operator's action; caller holds state_lock. */
+void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin);
+
+/* A probe result for server srv of the current generation: rise/fall, and
+ * the rotation change it causes. Caller holds state_lock. */
+void lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
+                           const struct hc_result *r);
+
+/* ------------------------------------------------------------- checks.c */
+
+/* Health, as the main thread sees it; figures of the whole module. */
+struct lb_health_stats {
+    uint64_t checks;
+    struct lb_hist lag;                 /* probe start against plan */
+    struct lb_hist detection_down;      /* first failure -> removal */
+    struct lb_hist detection_up;        /* first pass -> back in rotation */
+};
+
+/* Checks every server of g that has a check: starts the health module the
+ * first time, and moves it to g's servers on a reload (kept servers keep
+ * their schedule, new ones are probed at once, removed ones stop). Main
+ * thread, without state_lock (it may load CA files). -1 with err set, and
+ * then nothing changed. */
+int lb_health_start(struct lb_daemon *d, const struct lb_gen *g, char *err, size_t errlen);
+void lb_health_stop(struct lb_daemon *d);
+
+/* ------------------------------------------------------------- reload.c */
+
+/* Rereads the config file and moves to it, or keeps the old one and
+ * records why. trigger names the cause for the log. Main thread. */
+void lb_reload(struct lb_daemon *d, const char *trigger);
+int lb_reload_init(struct lb_daemon *d);
+/* SIGHUP: a reload soon; a burst of signals makes one. Main thread. */
+void lb_reload_signal(struct lb_daemon *d);
+void lb_reload_fini(struct lb_daemon *d);
+/* Worker `worker` now runs generation `number` (its acknowledgement of a
+ * switch). Main thread. */
+void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);
+
+/* POST /reload: asks main to reload and waits for the outcome. Returns the
+ * reload's status (0 or -1) with its message in msg. Admin thread. */
+int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
+
+#endif /* LB_CONTROL_H */

@@ -1,0 +1,346 @@
+/*
+ * server.c - where health verdicts, operator actions and reloads turn into
+ * rotation changes.
+ *
+ * Main thread (and the admin thread for operator actions), always under
+ * daemon->state_lock. Each path records its fact (a probe result fed to
+ * rise/fall, an operator's action, a reload's new server set) and asks for
+ * a decision over the whole pool: lb_decide() hands every server's inputs
+ * to bal_rotation_decide() (balancer/rotation.c), the one place that
+ * decides, and carries out what it returns: it flips the one rotation flag
+ * the workers read on their next pick (struct bal_live: no lock, no
+ * message, no wait on the data path), sets or clears the drain deadline of
+ * the server's open connections, and logs the change with its reason.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+const double lb_hist_bounds_ms[LB_HIST_BUCKETS] = {
+    1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+};
+
+void
+lb_hist_observe(struct lb_hist *h, double ms)
+{
+    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
+        if (ms <= lb_hist_bounds_ms[i]) {
+            h->buckets[i]++;
+            break;
+        }
+    }
+    h->count++;         /* above the last bound: only in +Inf (= count) */
+    h->sum_ms += ms;
+}
+
+enum bal_state
+lb_server_state(const struct lb_server *srv, uint32_t active)
+{
+    return bal_state_of(atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed),
+                        srv->b->admin, active);
+}
+
+size_t
+lb_pool_in_rotation(const struct lb_pool *pool)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < pool->conf->nservers; i++)
+        n += bal_server_in_rotation(pool->bal, i);
+    return n;
+}
+
+bool
+lb_pool_guard_active(const struct lb_pool *pool)
+{
+    for (size_t i = 0; i < pool->conf->nservers; i++) {
+        if (pool->servers[i].b->is_guarded)
+            return true;
+    }
+    return false;
+}
+
+/* Room for a decision over n servers (state_lock held). The scratch grows
+ * only at start and at reloads, before anything is committed, so a
+ * decision on a health verdict or an operator action never allocates. */
+static int
+lb_decide_reserve(struct lb_daemon *d, size_t n)
+{
+    struct bal_member *m;
+    struct lb_server **s;
+
+    if (n <= d->decide_cap)
+        return 0;
+    m = realloc(d->decide_members, n * sizeof(*m));
+    if (m == NULL)
+        return -1;
+    d->decide_members = m;
+    s = realloc(d->decide_servers, n * sizeof(*s));
+    if (s == NULL)
+        return -1;
+    d->decide_servers = s;
+    d->decide_cap = n;
+    return 0;
+}
+
+static const char *
+lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char *cause_reason,
+            char *buf, size_t len)
+{
+    switch (m->why) {
+    case BAL_WHY_RELOAD:
+        return "reload";
+    case BAL_WHY_GUARD_HOLD:
+        return "guard: held in rotation by min_servers";
+    case BAL_WHY_GUARD_RELEASE:
+        /* out because the guard let go: say why it was failing */
+        snprintf(buf, len, "guard released: %s",
+                 srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
+        return buf;
+    default:
+        return cause_reason;
+    }
+}
+
+/* Carries out the decision for one server. in_count is the pool's count
+ * of servers in rotation as the moves are applied one by one. */
+static void
+lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_member *m,
+                const char *cause_reason, double detection_ms, size_t in_after,
+                size_t *in_count)
+{
+    struct lb_backend *b = srv->b;
+    const struct conf_pool *pc = srv->pool->conf;
+    char qbuf[HC_DETAIL_MAX * 2], why[HC_DETAIL_MAX + 64];
+    uint64_t now = lb_mono_ms();
+
+    if (m->guard_held)
+        lb_log(CONF_LOG_WARN, "guard_hold", "pool=%s server=%s in_rotation=%zu min_servers=%u",
+               pc->name, srv->conf->name, in_after,
+               bal_guard_floor(pc->min_servers.value, pc->min_servers.is_percent, pc->nservers));
+    else if (m->guard_released)
+        lb_log(CONF_LOG_INFO, "guard_release", "pool=%s server=%s health=%s",
+               pc->name, srv->conf->name, bal_health_state_name(b->health.state));
+    b->is_guarded = m->is_guarded;
+    b->is_decided = true;
+
+    if (m->in_rotation != m->was_in_rotation)
+        atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
+    if (m->drain_clear)
+        atomic_store(&b->drain_deadline_ms, 0);
+    if (m->drain_restart) {
+        atomic_store(&b->drain_deadline_ms, bal_drain_deadline(now, m->drain_ms));
+        /* workers scan their sessions on a change only */
+        if (atomic_load(&b->live.active_connections) > 0)
+            lb_workers_post(d, LB_WORKER_DRAIN);
+    }
+    if (m->why == BAL_WHY_NONE || m->why == BAL_WHY_PLACED)
+        return;
+    b->last_change = lb_wall_now();
+    if (m->why == BAL_WHY_REMOVED) {
+        lb_log(CONF_LOG_INFO, "server_removed", "pool=%s server=%s addr=%s active=%u drain_timeout_ms=%llu",
+               pc->name, srv->conf->name, srv->conf->addr.text,
+               atomic_load(&b->live.active_connections), (unsigned long long)m->drain_ms);
+        return;
+    }
+    *in_count += m->in_rotation ? 1 : (size_t)-1;
+    lb_log(m->in_rotation ? CONF_LOG_INFO : CONF_LOG_WARN,
+           m->in_rotation ? "server_up" : "server_down",
+           "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
+           pc->name, srv->conf->name, srv->conf->addr.text,
+           lb_log_quote(qbuf, sizeof(qbuf), lb_why_text(m, srv, cause_reason, why, sizeof(why))),
+           b->health.consecutive_successes, b->health.consecutive_failures, *in_count,
+           pc->nservers, m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN ? detection_ms : 0);
+}
+
+/* One decision over the n servers in d->decide_servers (a pool, and at a
+ * reload the servers it lost), and what it changes. cause is the index of
+ * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
+ * log text of that change. */
+static void
+lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_cause kind,
+          size_t cause, const char *cause_reason, double detection_ms)
+{
+    struct bal_member *m = d->decide_members;
+    uint32_t floor = pc != NULL ? bal_guard_floor(pc->min_servers.value,
+                                                  pc->min_servers.is_percent, pc->nservers)
+                                : 0;
+    size_t in_after, in_count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct lb_server *srv = d->decide_servers[i];
+        const struct lb_backend *b = srv->b;
+
+        m[i] = (struct bal_member){
+            .health = b->health.state,
+            .admin = b->admin,
+            .is_removed = b->is_removed,
+            .is_new = !b->is_decided,
+            .was_in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
+            .was_guarded = b->is_guarded,
+            .down_since_ms = b->down_since_ms,
+            .weight = srv->conf->weight,
+            .drain_timeout_ms = srv->pool->conf->drain_timeout_ms,
+        };
+        in_count += m[i].was_in_rotation && !b->is_removed;
+    }
+    in_after = bal_rotation_decide(m, n, floor, kind, cause);
+    for (size_t i = 0; i < n; i++)
+        lb_decide_apply(d, d->decide_servers[i], &m[i], cause_reason, detection_ms, in_after,
+                        &in_count);
+}
+
+static void
+lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
+               const struct lb_server *cause, const char *reason, double detection_ms)
+{
+    size_t n = pool->conf->nservers;
+
+    /* reserved for this pool's size when its generation was placed */
+    for (size_t i = 0; i < n; i++)
+        d->decide_servers[i] = &pool->servers[i];
+    lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms);
+}
+
+/* A server of old that generation g does not have. */
+static bool
+lb_gen_lost(const struct lb_gen *g, const struct lb_server *srv)
+{
+    uint32_t id = srv->b->id;
+
+    return id >= g->nby_id || g->by_id[id] == NULL || g->by_id[id]->b != srv->b;
+}
+
+/* The servers of old's pool named `name` that g lost, appended to the
+ * decision's servers from index n; returns the new count. */
+static size_t
+lb_gen_add_lost(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old,
+                const char *name, size_t n)
+{
+    for (size_t i = 0; old != NULL && i < old->conf->npools; i++) {
+        const struct lb_pool *op = &old->pools[i];
+
+        if (strcmp(op->conf->name, name) != 0)
+            continue;
+        for (size_t k = 0; k < op->conf->nservers; k++) {
+            if (lb_gen_lost(g, &op->servers[k])) {
+                op->servers[k].b->is_removed = true;
+                d->decide_servers[n++] = &op->servers[k];
+            }
+        }
+    }
+    return n;
+}
+
+int
+lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old)
+{
+    size_t need = 0;
+
+    /* the largest pool, plus every server a reload could remove from it */
+    for (size_t i = 0; i < g->conf->npools; i++)
+        need = g->conf->pools[i].nservers > need ? g->conf->pools[i].nservers : need;
+    return lb_decide_reserve(d, need + (old != NULL ? old->nservers : 0));
+}
+
+size_t
+lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old)
+{
+    size_t removed = 0;
+
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        struct lb_pool *p = &g->pools[i];
+        size_t n = p->conf->nservers;
+
+        for (size_t k = 0; k < n; k++)
+            d->decide_servers[k] = &p->servers[k];
+        n = lb_gen_add_lost(d, g, old, p->conf->name, n);
+        removed += n - p->conf->nservers;
+        lb_decide(d, p->conf, n, BAL_CAUSE_BUILD, 0, "reload", 0);
+    }
+    /* Pools the new config no longer has: all their servers are lost. */
+    for (size_t i = 0; old != NULL && i < old->conf->npools; i++) {
+        const char *name = old->pools[i].conf->name;
+        bool kept = false;
+        size_t n;
+
+        for (size_t k = 0; k < g->conf->npools && !kept; k++)
+            kept = strcmp(g->conf->pools[k].name, name) == 0;
+        if (kept)
+            continue;
+        n = lb_gen_add_lost(d, g, old, name, 0);
+        removed += n;
+        lb_decide(d, NULL, n, BAL_CAUSE_BUILD, 0, "reload", 0);
+    }
+    return removed;
+}
+
+void
+lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin)
+{
+    static const char *const events[] = {
+        [BAL_ADMIN_NONE] = "server_enable",
+        [BAL_ADMIN_DRAIN] = "server_drain",
+        [BAL_ADMIN_DISABLE] = "server_disable",
+    };
+    static const char *const reasons[] = {
+        [BAL_ADMIN_NONE] = "operator: enable",
+        [BAL_ADMIN_DRAIN] = "operator: drain",
+        [BAL_ADMIN_DISABLE] = "operator: disable",
+    };
+
+    if (srv->b->admin == admin)
+        return;
+    srv->b->admin = admin;
+    lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
+           srv->pool->conf->name, srv->conf->name,
+           bal_health_state_name(srv->b->health.state));
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reasons[admin], 0);
+}
+
+void
+lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
+                      const struct hc_result *r)
+{
+    struct lb_health_stats *st = &d->health;
+    enum bal_health_change change;
+    char qbuf[HC_DETAIL_MAX * 2];
+    double detection_ms;
+
+    if (r->seq <= srv->b->last_seq)
+        return;                     /* older than what is known: drop */
+    srv->b->last_seq = r->seq;
+    srv->b->last_check.is_set = true;
+    srv->b->last_check.passed = r->passed;
+    memcpy(srv->b->last_check.detail, r->detail, sizeof(srv->b->last_check.detail));
+    srv->b->last_check.duration_ms = r->duration_ms;
+    srv->b->last_check.at = r->started_at;
+    srv->b->checks++;
+    st->checks++;
+    if (r->lag_ms > srv->b->lag_ms_max)
+        srv->b->lag_ms_max = r->lag_ms;
+    lb_hist_observe(&st->lag, r->lag_ms);
+    lb_hist_observe(&srv->pool->stats->check_duration, r->duration_ms);
+    /* Logged before the transition it may cause, which the tests read as
+     * its cause (harness.transition_streak). */
+    lb_log(CONF_LOG_DEBUG, "check",
+           "pool=%s server=%s result=%s detail=%s duration_ms=%.1f lag_ms=%.1f",
+           srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
+           lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms, r->lag_ms);
+
+    change = bal_health_apply(&srv->b->health, r->passed, r->started_mono_ms);
+    if (change == BAL_HEALTH_UNCHANGED)
+        return;
+    /* Detection time: from the start of the first probe of the streak to
+     * now, when the verdict takes effect. */
+    detection_ms = (double)(lb_mono_ms() - srv->b->health.streak_started_ms);
+    srv->b->last_detection_ms = detection_ms;
+    lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
+                    detection_ms);
+    if (change == BAL_HEALTH_WENT_DOWN)
+        srv->b->down_since_ms = srv->b->health.streak_started_ms;
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_HEALTH, srv, r->detail, detection_ms);
+}
+

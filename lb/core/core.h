@@ -1,0 +1,96 @@
+/*
+ * core.h - what every part of lb builds on, and nothing about the daemon:
+ * the clocks, the event log, socket helpers and the mailbox that carries
+ * every message between threads. The health module links it too (for the
+ * mailbox and the clock).
+ */
+#ifndef LB_CORE_H
+#define LB_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "conf.h"
+
+struct event_base;
+
+/* ---------------------------------------------------------------- log.c */
+
+/* The clocks: monotonic milliseconds (deadlines, detection times; the same
+ * clock every thread compares) and wall-clock seconds (what /stats shows).
+ * Any thread. */
+uint64_t lb_mono_ms(void);
+double lb_wall_now(void);
+
+/* Process-wide: the one piece of global mutable state besides shutdown. */
+void lb_log_set_level(enum conf_log_level level);
+bool lb_log_enabled(enum conf_log_level level);
+
+/* Writes one line "ts=... level=... event=EVENT <fmt...>" to stderr with a
+ * single write(2), so lines of different threads never interleave. fmt is
+ * the key=value tail; values that may hold spaces or quotes go through
+ * lb_log_quote(). Any thread. Use the lb_log() macro, which checks the
+ * level before formatting. */
+void lb_log_emit(enum conf_log_level level, const char *event,
+                 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define lb_log(level, event, ...)                                            \
+    do {                                                                     \
+        if (lb_log_enabled(level))                                           \
+            lb_log_emit(level, event, __VA_ARGS__);                          \
+    } while (0)
+
+/* Returns s ready for a key=value log line: as is when it is a plain token,
+ * otherwise double-quoted with quotes, backslashes and control characters
+ * escaped (one event stays one line). Writes into buf (len bytes). */
+const char *lb_log_quote(char *buf, size_t len, const char *s);
+
+/* ---------------------------------------------------------------- net.c */
+
+/* "host:port" / "[v6]:port" of a socket address, into buf. */
+const char *lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
+
+/* A non-blocking listening socket with SO_REUSEADDR, bound to addr. With
+ * reuseport (frontends: one socket per worker, the kernel spreads accepts
+ * over them) also SO_REUSEPORT. Returns the fd, or -1 with err set. */
+int lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+                  char *err, size_t errlen);
+
+/* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
+uint64_t lb_net_raise_fd_limit(void);
+
+/* ------------------------------------------------------------ mailbox.c
+ * The one way threads talk: a queue of fixed-size messages to the thread
+ * that runs an event_base. Any thread posts a copy of a message; the owner
+ * gets every message posted since its last batch, in the order posted, in
+ * one callback on its own loop. Posting wakes the owner only when the queue
+ * goes from empty to non-empty (the owner takes the whole queue at once),
+ * so a burst costs one wake-up. Model: h2o's h2o_multithread_queue.
+ */
+struct lb_mailbox;
+
+/* Called on the owner's thread with n messages of the mailbox's size; the
+ * batch is freed after the call. */
+typedef void (*lb_mailbox_pt)(void *msgs, size_t n, void *arg);
+
+/* A mailbox on base (the owner's loop) for messages of msg_size bytes.
+ * NULL when out of memory. The owner's thread, or before it starts. */
+struct lb_mailbox *lb_mailbox_new(struct event_base *base, size_t msg_size,
+                                  lb_mailbox_pt on_msgs, void *arg);
+
+/* Copies msg into the mailbox. Any thread. -1 when out of memory (the
+ * message is not queued). */
+int lb_mailbox_post(struct lb_mailbox *mb, const void *msg);
+
+/* Takes the messages not delivered yet, as a malloc'd array (NULL when
+ * none), for an owner that must release what they hold: at the end, or to
+ * read its queue out of turn. */
+size_t lb_mailbox_take(struct lb_mailbox *mb, void **msgs);
+
+/* Frees the mailbox once no thread posts any more; messages not delivered
+ * are dropped (lb_mailbox_take them first if they own anything). */
+void lb_mailbox_free(struct lb_mailbox *mb);
+
+#endif /* LB_CORE_H */

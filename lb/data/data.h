@@ -1,0 +1,130 @@
+/*
+ * data.h - the data path: worker threads, their sessions and relay buffers,
+ * and the connection cap they share.
+ *
+ * A worker owns one event_base, its listening sockets (one per frontend
+ * address, SO_REUSEPORT), its sessions and its balancer cursors; no other
+ * thread touches them. Other threads ask things of a worker only through
+ * its mailbox (lb_worker_post).
+ */
+#ifndef LB_DATA_H
+#define LB_DATA_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct lb_daemon;
+struct lb_frontend;
+struct lb_gen;
+struct lb_listener;
+struct lb_mailbox;
+struct lb_session;
+struct lb_buf;
+
+/* The cap on client connections across all workers (max_connections).
+ * Workers reserve a slot before each accept(2), so lb never accepts a
+ * connection it would have to drop. */
+struct lb_limit {
+    _Atomic uint32_t active;
+    _Atomic uint32_t max;               /* a reload may change it */
+    _Atomic bool paused;                /* listeners disabled at the cap */
+};
+
+/* What other threads ask of a worker, in the order asked. */
+enum lb_worker_msg_kind {
+    LB_WORKER_SWITCH = 0,               /* move to gen (main: reload) */
+    LB_WORKER_STOP,                     /* close listeners, finish sessions */
+    LB_WORKER_FORCE,                    /* close every session now */
+    LB_WORKER_DRAIN,                    /* a server started draining: scan */
+    LB_WORKER_WAKE,                     /* the connection cap paused or
+                                           resumed: look at the flag */
+};
+
+struct lb_worker_msg {
+    enum lb_worker_msg_kind kind;
+    struct lb_gen *gen;                 /* SWITCH: a reference for the worker */
+};
+
+struct lb_worker {
+    /* set before the thread starts, then read-only */
+    unsigned id;
+    struct lb_daemon *daemon;
+    struct lb_mailbox *mailbox;         /* struct lb_worker_msg */
+
+    /* owned by the worker's thread */
+    struct lb_gen *gen;                 /* one reference */
+    pthread_t thread;
+    struct event_base *base;
+    struct event *retry_accept_ev;      /* re-enables accepts after EMFILE */
+    struct event *drain_ev;             /* next drain deadline */
+    struct event *switch_retry_ev;      /* a switch that ran out of memory */
+    struct lb_gen *switch_pending;      /* ... and its generation */
+    struct lb_listener *listeners;      /* one per frontend of gen */
+    size_t nlisteners;
+    struct bal_cursor **cursors;        /* one per pool of gen */
+    struct lb_session *sessions;        /* doubly linked, for shutdown */
+    size_t nsessions;
+    struct lb_buf *free_bufs;           /* relay buffers kept for reuse */
+    size_t nfree_bufs;
+    bool is_stopping;
+    bool is_accept_paused_emfile;
+};
+
+/* ------------------------------------------------------------- worker.c */
+
+/* Creates worker w's event base, its mailbox and its accept events on its
+ * socket of every frontend of the current generation. Main thread, before
+ * lb_worker_start. -1 with err set. */
+int lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
+                   char *err, size_t errlen);
+int lb_worker_start(struct lb_worker *w);
+void lb_worker_fini(struct lb_worker *w);     /* after the thread joined */
+
+/* Asks a worker (every worker) for something; for SWITCH, gen carries a
+ * reference the worker takes over. Any thread. -1 when out of memory (a
+ * SWITCH's reference then stays the caller's). */
+int lb_worker_post(struct lb_worker *w, enum lb_worker_msg_kind kind, struct lb_gen *gen);
+void lb_workers_post(struct lb_daemon *d, enum lb_worker_msg_kind kind);
+
+/* Releases one slot of the connection cap; resumes accepting in every worker
+ * when this ends a pause. Called by the worker that owned the session. */
+void lb_limit_release(struct lb_daemon *d);
+
+/* Relay buffers of the worker: allocated only while data is in flight. */
+struct lb_buf *lb_worker_buf_get(struct lb_worker *w);
+void lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b);
+
+/* Called by a session after it ended and unlinked itself (the worker ends
+ * its loop during shutdown when it was the last one). */
+void lb_worker_session_gone(struct lb_worker *w);
+
+/* ------------------------------------------------------------ session.c */
+
+#define LB_BUF_SIZE (64 * 1024)
+
+struct lb_buf {
+    struct lb_buf *next;                /* free list link */
+    char data[LB_BUF_SIZE];
+};
+
+/* Starts a session for an accepted client fd (non-blocking) of frontend fe:
+ * picks a server and connects. Takes ownership of fd; on failure closes it
+ * and releases the connection slot. Worker thread. */
+void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+                      const struct sockaddr *client, socklen_t client_len);
+
+/* Closes a session at once (shutdown_timeout). Worker thread. */
+void lb_session_abort(struct lb_session *s, const char *reason);
+
+/* For the worker's drain scan: the next session of its list, the drain
+ * deadline of the session's server (0 = none), and closing a session whose
+ * deadline passed (counted as drained by timeout). Worker thread. */
+struct lb_session *lb_session_next(const struct lb_session *s);
+uint64_t lb_session_drain_deadline(const struct lb_session *s);
+void lb_session_drain_close(struct lb_session *s);
+
+#endif /* LB_DATA_H */
