@@ -43,6 +43,163 @@ test_status_lines(void)
     CHECK_EQ_INT(parse("SSH-2.0-OpenSSH_9.2\r\n", &code, reason, sizeof(reason)), -1);
 }
 
+/* hc_parse_status_line with an explicit length (for NUL bytes, lines cut
+ * short) */
+static int
+parse_n(const char *line, size_t len, int *code, char *reason, size_t rlen)
+{
+    return hc_parse_status_line(line, len, code, reason, rlen);
+}
+
+/* One accepted line: its code and reason. */
+static void
+check_ok(const char *line, int want_code, const char *want_reason)
+{
+    char reason[64];
+    int code = -7;
+
+    if (parse(line, &code, reason, sizeof(reason)) != 0) {
+        fprintf(stderr, "  rejected: \"%s\"\n", line);
+        CHECK_EQ_INT(parse(line, &code, reason, sizeof(reason)), 0);
+        return;
+    }
+    CHECK_EQ_INT(code, want_code);
+    CHECK_EQ_STR(reason, want_reason);
+}
+
+static void
+check_bad(const char *line)
+{
+    char reason[64];
+    int code = 0;
+
+    if (parse(line, &code, reason, sizeof(reason)) != -1) {
+        fprintf(stderr, "  accepted: \"%s\"\n", line);
+        CHECK_EQ_INT(parse(line, &code, reason, sizeof(reason)), -1);
+    }
+}
+
+static void
+test_status_line_edges(void)
+{
+    char reason[64], big[32];
+    char longline[400];
+    int code = 0;
+
+    /* no reason, with and without the space before it */
+    check_ok("HTTP/1.1 200", 200, "");
+    check_ok("HTTP/1.1 200 ", 200, "");
+    check_ok("HTTP/1.1 200 \r\n", 200, "");
+    /* extra spaces: none may come before the code; after it they are part
+     * of the reason */
+    check_bad("HTTP/1.1  200 OK\r\n");
+    check_bad(" HTTP/1.1 200 OK\r\n");
+    check_bad("HTTP/1.1\t200 OK\r\n");
+    check_bad("HTTP/1.1 200\tOK\r\n");
+    check_ok("HTTP/1.1 200  OK\r\n", 200, " OK");
+    check_ok("HTTP/1.1 200 OK  \r\n", 200, "OK  ");
+    check_ok("HTTP/1.1 404 Not  Found\r\n", 404, "Not  Found");
+    /* two or four digits */
+    check_bad("HTTP/1.1 20\r\n");
+    check_bad("HTTP/1.1 20");
+    check_bad("HTTP/1.1 20 OK");
+    check_bad("HTTP/1.1 2000\r\n");
+    check_bad("HTTP/1.1 2000 OK\r\n");
+    check_bad("HTTP/1.1 20000\r\n");
+    /* non-digits in the code ('/' and ':' border the digits) */
+    check_bad("HTTP/1.1 2x0 OK\r\n");
+    check_bad("HTTP/1.1 20x OK\r\n");
+    check_bad("HTTP/1.1 x00 OK\r\n");
+    check_bad("HTTP/1.1 20/ OK\r\n");
+    check_bad("HTTP/1.1 20: OK\r\n");
+    check_bad("HTTP/1.1 +20 OK\r\n");
+    check_bad("HTTP/1.1 -20 OK\r\n");
+    check_bad("HTTP/1.1 2 0 OK\r\n");
+    check_bad("HTTP/1.1 200OK\r\n");
+    /* the version alone, or cut short */
+    check_bad("HTTP/1.1");
+    check_bad("HTTP/1.1 ");
+    check_bad("HTTP/1.1\r\n");
+    check_bad("HTTP/1.1 \r\n");
+    check_bad("HTTP/1.");
+    check_bad("H");
+    /* the version is case-sensitive, and only 1.0 or 1.1 */
+    check_bad("http/1.1 200 OK\r\n");
+    check_bad("Http/1.1 200 OK\r\n");
+    check_bad("HTTP/1.2 200 OK\r\n");
+    check_bad("HTTP/1.9 200 OK\r\n");
+    check_bad("HTTP/2.0 200 OK\r\n");
+    check_bad("HTTP/11 200 OK\r\n");
+    check_bad("HTTP/1.1x200 OK\r\n");
+    check_ok("HTTP/1.0 200 OK", 200, "OK");
+    /* line ends: none, CRLF, bare LF, bare CR, several; a CR inside the
+     * reason is a control byte like any other */
+    check_ok("HTTP/1.1 200 OK", 200, "OK");
+    check_ok("HTTP/1.1 200 OK\r", 200, "OK");
+    check_ok("HTTP/1.1 200 OK\r\n\r\n", 200, "OK");
+    check_ok("HTTP/1.1 200 OK\n\r", 200, "OK");
+    check_ok("HTTP/1.1 200 O\rK\r\n", 200, "O?K");
+    check_ok("HTTP/1.1 200 O\tK\r\n", 200, "O?K");
+    check_ok("HTTP/1.1 200 caf\xc3\xa9\r\n", 200, "caf??");     /* non-ASCII */
+    check_ok("HTTP/1.1 200 a\x7f" "b\r\n", 200, "a?b");          /* DEL */
+    check_ok("HTTP/1.1 200 ~ !\r\n", 200, "~ !");               /* the edges kept */
+    /* empty lines */
+    check_bad("");
+    check_bad("\r\n");
+    check_bad("\n");
+    check_bad("\r\n\r\n");
+    /* codes: three digits from 100 up; nothing above 599 is refused */
+    check_ok("HTTP/1.1 100 Continue\r\n", 100, "Continue");
+    check_ok("HTTP/1.1 599\r\n", 599, "");
+    check_ok("HTTP/1.1 600 Beyond\r\n", 600, "Beyond");
+    check_ok("HTTP/1.1 999\r\n", 999, "");
+    check_bad("HTTP/1.1 099\r\n");
+    check_bad("HTTP/1.1 000\r\n");
+    check_bad("HTTP/1.1 001 x\r\n");
+
+    /* a reason longer than the buffer: cut, NUL-terminated, nothing
+     * written past reason_len */
+    memset(longline, 'r', sizeof(longline));
+    memcpy(longline, "HTTP/1.1 503 ", 13);
+    memcpy(longline + sizeof(longline) - 3, "\r\n", 3);
+    memset(big, '#', sizeof(big));
+    CHECK_EQ_INT(parse(longline, &code, big, 16), 0);
+    CHECK_EQ_INT(code, 503);
+    CHECK_EQ_INT(strlen(big), 15);
+    CHECK_EQ_STR(big, "rrrrrrrrrrrrrrr");
+    for (size_t i = 16; i < sizeof(big); i++)
+        CHECK_EQ_INT(big[i], '#');
+    CHECK_EQ_INT(parse(longline, &code, reason, sizeof(reason)), 0);
+    CHECK_EQ_INT(strlen(reason), sizeof(reason) - 1);
+    /* exactly fits, one short, room for the NUL only */
+    CHECK_EQ_INT(parse("HTTP/1.1 200 OK\r\n", &code, big, 3), 0);
+    CHECK_EQ_STR(big, "OK");
+    CHECK_EQ_INT(parse("HTTP/1.1 200 OK\r\n", &code, big, 2), 0);
+    CHECK_EQ_STR(big, "O");
+    CHECK_EQ_INT(parse("HTTP/1.1 200 OK\r\n", &code, big, 1), 0);
+    CHECK_EQ_STR(big, "");
+    /* no buffer at all: the code alone, the buffer untouched */
+    memset(big, '#', sizeof(big));
+    code = 0;
+    CHECK_EQ_INT(parse("HTTP/1.1 302 Found\r\n", &code, big, 0), 0);
+    CHECK_EQ_INT(code, 302);
+    CHECK_EQ_INT(big[0], '#');
+
+    /* len, not the NUL, ends the line */
+    CHECK_EQ_INT(parse_n("HTTP/1.1 200 O\0K\r\n", 18, &code, reason, sizeof(reason)), 0);
+    CHECK_EQ_INT(code, 200);
+    CHECK_EQ_STR(reason, "O?K");
+    CHECK_EQ_INT(parse_n("HTTP/1.1 2\0" "0 OK\r\n", 17, &code, reason, sizeof(reason)), -1);
+    CHECK_EQ_INT(parse_n("HTTP/1.1\0" "200 OK\r\n", 17, &code, reason, sizeof(reason)), -1);
+    CHECK_EQ_INT(parse_n("HTTP/1\0" "1 200 OK\r\n", 17, &code, reason, sizeof(reason)), -1);
+    CHECK_EQ_INT(parse_n("HTTP/1.1 200 OK\r\n", 14, &code, reason, sizeof(reason)), 0);
+    CHECK_EQ_STR(reason, "O");
+    CHECK_EQ_INT(parse_n("HTTP/1.1 200 OK\r\n", 12, &code, reason, sizeof(reason)), 0);
+    CHECK_EQ_STR(reason, "");
+    CHECK_EQ_INT(parse_n("HTTP/1.1 200 OK\r\n", 11, &code, reason, sizeof(reason)), -1);
+    CHECK_EQ_INT(parse_n("HTTP/1.1 200 OK\r\n", 0, &code, reason, sizeof(reason)), -1);
+}
+
 static void
 test_expect(void)
 {
@@ -66,6 +223,7 @@ int
 main(void)
 {
     test_status_lines();
+    test_status_line_edges();
     test_expect();
     return CHECK_DONE();
 }

@@ -1,0 +1,764 @@
+/* Tests balancer/rotation.c: one server's truth table, the minimum-pool
+ * guard over a pool, the floor, the operator's state, the drain deadline. */
+#include <stdint.h>
+
+#include "bal.h"
+#include "check.h"
+
+#define DRAIN_MS 5000u          /* every pool's drain_timeout here */
+#define WEIGHT 7u
+
+/* ------------------------------------------------ one server's truth table
+ *
+ * Every combination of one server's inputs, decided in a pool of two with
+ * floor 0 (the guard never bites) beside a healthy bystander, against
+ * expected outputs read from the rule tables below: first matching rule
+ * wins, a rule field of 0 matches any value, otherwise it is the set of
+ * values it matches (H(), A(), C(), NO, YES). The rules are written from
+ * the contract (bal.h, the comment at the top of rotation.c), not from
+ * calling the code.
+ */
+enum cause_case {
+    CC_BUILD = 0,               /* a generation was built */
+    CC_HEALTH_SELF,             /* this server's health verdict */
+    CC_ADMIN_SELF,              /* an operator acted on this server */
+    CC_HEALTH_OTHER,            /* the other server's health verdict */
+    CC_COUNT
+};
+
+static const char *const cause_names[] = { "build", "health-self", "admin-self",
+                                           "health-other" };
+
+struct combo {
+    enum bal_health_state health;
+    enum bal_admin admin;
+    bool is_removed, is_new, was_in, was_guarded;
+    enum cause_case cause;
+    bool in;                    /* expected in_rotation, once known */
+};
+
+#define H(s) (1u << (s))
+#define A(a) (1u << (a))
+#define C(c) (1u << (c))
+#define NO (1u << 0)
+#define YES (1u << 1)
+
+struct rule {
+    unsigned health, admin, is_removed, is_new, was_in, was_guarded, cause, in;
+    long long out;
+};
+
+/* In rotation (floor 0: nobody is held). */
+static const struct rule in_rules[] = {
+    { .is_removed = YES, .out = 0 },                            /* drains */
+    { .admin = A(BAL_ADMIN_DRAIN) | A(BAL_ADMIN_DISABLE), .out = 0 },
+    { .health = H(BAL_HEALTH_PENDING), .out = 0 },              /* no pass yet */
+    { .health = H(BAL_HEALTH_DOWN), .out = 0 },
+    { .health = H(BAL_HEALTH_STARTING) | H(BAL_HEALTH_UP), .out = 1 },
+};
+
+/* Floor 0: never held, so never a hold edge. */
+static const struct rule guarded_rules[] = { { .out = 0 } };
+static const struct rule held_rules[] = { { .out = 0 } };
+
+/* The guard let go: it held the server before and no longer does. A
+ * removed server's guard ends with it, silently. */
+static const struct rule released_rules[] = {
+    { .is_removed = YES, .out = 0 },
+    { .was_guarded = YES, .out = 1 },
+    { .out = 0 },
+};
+
+static const struct rule why_rules[] = {
+    { .is_removed = YES, .out = BAL_WHY_REMOVED },
+    { .was_in = YES, .in = YES, .out = BAL_WHY_NONE },          /* did not move */
+    { .was_in = NO, .in = NO, .out = BAL_WHY_NONE },
+    { .is_new = YES, .out = BAL_WHY_PLACED },                   /* not a change */
+    { .cause = C(CC_BUILD), .out = BAL_WHY_RELOAD },
+    { .cause = C(CC_HEALTH_SELF), .out = BAL_WHY_HEALTH },
+    { .cause = C(CC_ADMIN_SELF), .out = BAL_WHY_ADMIN },
+    /* another server's change moves this one only through the guard */
+    { .cause = C(CC_HEALTH_OTHER), .in = YES, .out = BAL_WHY_GUARD_HOLD },
+    { .cause = C(CC_HEALTH_OTHER), .in = NO, .out = BAL_WHY_GUARD_RELEASE },
+};
+
+/* Its connections are to be closed drain_ms from now: removed; left
+ * rotation (a new server's first place is no leaving); an operator's
+ * disable, even of a server already out. */
+static const struct rule restart_rules[] = {
+    { .is_removed = YES, .out = 1 },
+    { .in = YES, .out = 0 },
+    { .was_in = YES, .is_new = NO, .out = 1 },
+    { .cause = C(CC_ADMIN_SELF), .admin = A(BAL_ADMIN_DISABLE), .out = 1 },
+    { .out = 0 },
+};
+
+/* Came back into rotation: nothing is to be closed. */
+static const struct rule clear_rules[] = {
+    { .in = YES, .was_in = NO, .out = 1 },
+    { .out = 0 },
+};
+
+/* Disable closes at once; a removed server drains whatever its admin. */
+static const struct rule drain_ms_rules[] = {
+    { .is_removed = NO, .admin = A(BAL_ADMIN_DISABLE), .out = 0 },
+    { .out = DRAIN_MS },
+};
+
+static const struct rule weight_rules[] = {
+    { .in = YES, .out = WEIGHT },
+    { .in = NO, .out = 0 },
+};
+
+static bool
+field_matches(unsigned set, unsigned value)
+{
+    return set == 0 || (set & (1u << value)) != 0;
+}
+
+static bool
+rule_matches(const struct rule *r, const struct combo *c)
+{
+    return field_matches(r->health, c->health) && field_matches(r->admin, c->admin) &&
+           field_matches(r->is_removed, c->is_removed) && field_matches(r->is_new, c->is_new) &&
+           field_matches(r->was_in, c->was_in) &&
+           field_matches(r->was_guarded, c->was_guarded) &&
+           field_matches(r->cause, c->cause) && field_matches(r->in, c->in);
+}
+
+static void
+print_combo(const struct combo *c, size_t pos)
+{
+    fprintf(stderr, "  [health=%s admin=%s removed=%d new=%d was_in=%d was_guarded=%d "
+            "cause=%s at index %zu]\n",
+            bal_health_state_name(c->health), bal_admin_name(c->admin), c->is_removed,
+            c->is_new, c->was_in, c->was_guarded, cause_names[c->cause], pos);
+}
+
+static long long
+lookup_(const struct rule *rules, size_t n, const struct combo *c, const char *table)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (rule_matches(&rules[i], c))
+            return rules[i].out;
+    }
+    fprintf(stderr, "%s:%d: no rule of %s matches\n", __FILE__, __LINE__, table);
+    print_combo(c, 0);
+    check_failures++;
+    return -1;
+}
+#define lookup(rules, c) lookup_(rules, sizeof(rules) / sizeof(rules[0]), c, #rules)
+
+#define EXPECT(got, want, c, pos)                                           \
+    do {                                                                    \
+        long long expect_g_ = (long long)(got), expect_w_ = (long long)(want); \
+        if (expect_g_ != expect_w_) {                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %lld (got %lld)\n", \
+                    __FILE__, __LINE__, #got, expect_w_, expect_g_);        \
+            print_combo(c, pos);                                            \
+            check_failures++;                                               \
+        }                                                                   \
+    } while (0)
+
+/* Decides combination c with the server at index pos of two. */
+static void
+check_combo(struct combo *c, size_t pos)
+{
+    struct bal_member m[2];
+    size_t other = 1 - pos, cause = pos, in;
+    enum bal_cause kind = BAL_CAUSE_BUILD;
+
+    m[other] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
+                                    .weight = 3, .drain_timeout_ms = DRAIN_MS };
+    m[pos] = (struct bal_member){
+        .health = c->health, .admin = c->admin, .is_removed = c->is_removed,
+        .is_new = c->is_new, .was_in_rotation = c->was_in, .was_guarded = c->was_guarded,
+        .down_since_ms = 1000, .weight = WEIGHT, .drain_timeout_ms = DRAIN_MS,
+    };
+    switch (c->cause) {
+    case CC_BUILD: kind = BAL_CAUSE_BUILD; break;     /* cause ignored */
+    case CC_HEALTH_SELF: kind = BAL_CAUSE_HEALTH; break;
+    case CC_ADMIN_SELF: kind = BAL_CAUSE_ADMIN; break;
+    case CC_HEALTH_OTHER: kind = BAL_CAUSE_HEALTH; cause = other; break;
+    case CC_COUNT: break;
+    }
+
+    in = bal_rotation_decide(m, 2, 0, kind, cause);
+
+    c->in = lookup(in_rules, c) == 1;
+    EXPECT(m[pos].in_rotation, c->in, c, pos);
+    EXPECT(m[pos].is_guarded, lookup(guarded_rules, c), c, pos);
+    EXPECT(m[pos].why, lookup(why_rules, c), c, pos);
+    EXPECT(m[pos].guard_held, lookup(held_rules, c), c, pos);
+    EXPECT(m[pos].guard_released, lookup(released_rules, c), c, pos);
+    EXPECT(m[pos].drain_restart, lookup(restart_rules, c), c, pos);
+    EXPECT(m[pos].drain_clear, lookup(clear_rules, c), c, pos);
+    EXPECT(m[pos].drain_ms, lookup(drain_ms_rules, c), c, pos);
+    EXPECT(m[pos].weight_now, lookup(weight_rules, c), c, pos);
+    /* the bystander is untouched, and the count is both */
+    EXPECT(m[other].in_rotation, 1, c, pos);
+    EXPECT(m[other].why, BAL_WHY_NONE, c, pos);
+    EXPECT(m[other].is_guarded || m[other].guard_held || m[other].guard_released ||
+           m[other].drain_restart || m[other].drain_clear, 0, c, pos);
+    EXPECT(m[other].weight_now, 3, c, pos);
+    EXPECT(in, 1 + c->in, c, pos);
+}
+
+static void
+test_truth_table(void)
+{
+    static const enum bal_health_state healths[] = {
+        BAL_HEALTH_STARTING, BAL_HEALTH_UP, BAL_HEALTH_DOWN, BAL_HEALTH_PENDING,
+    };
+    static const enum bal_admin admins[] = {
+        BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE,
+    };
+    size_t count = 0, in = 0;
+
+    for (size_t h = 0; h < 4; h++)
+    for (size_t a = 0; a < 3; a++)
+    for (int removed = 0; removed < 2; removed++)
+    for (int is_new = 0; is_new < 2; is_new++)
+    for (int was_in = 0; was_in < 2; was_in++)
+    for (int was_guarded = 0; was_guarded < 2; was_guarded++)
+    for (int cause = 0; cause < CC_COUNT; cause++) {
+        struct combo c = {
+            .health = healths[h], .admin = admins[a], .is_removed = removed,
+            .is_new = is_new, .was_in = was_in, .was_guarded = was_guarded,
+            .cause = (enum cause_case)cause,
+        };
+
+        check_combo(&c, 0);
+        check_combo(&c, 1);
+        count++;
+        in += c.in;
+    }
+    CHECK_EQ_INT(count, 4 * 3 * 2 * 2 * 2 * 2 * CC_COUNT);
+    CHECK_EQ_INT(count, 768);
+    /* in rotation only when not removed, admin none, starting or up */
+    CHECK_EQ_INT(in, 2 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
+}
+
+/* ------------------------------------------------------ the guard, a pool */
+
+static struct bal_member
+srv(enum bal_health_state health, uint64_t down_since_ms)
+{
+    return (struct bal_member){ .health = health, .was_in_rotation = true,
+                                .down_since_ms = down_since_ms, .weight = 1 + (uint32_t)down_since_ms % 5,
+                                .drain_timeout_ms = DRAIN_MS };
+}
+
+/* Decides and checks what holds for every decision: the count returned,
+ * the weight, the edges, who may be guarded. */
+static size_t
+decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size_t cause)
+{
+    size_t in = bal_rotation_decide(m, n, floor, kind, cause), count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct bal_member *s = &m[i];
+
+        count += s->in_rotation;
+        CHECK_EQ_INT(s->weight_now, s->in_rotation ? s->weight : 0);
+        CHECK_EQ_INT(s->guard_held, s->is_guarded && !s->was_guarded);
+        CHECK_EQ_INT(s->guard_released, s->was_guarded && !s->is_guarded && !s->is_removed);
+        CHECK_EQ_INT(s->drain_clear, s->in_rotation && !s->was_in_rotation);
+        if (s->is_guarded) {
+            CHECK(s->in_rotation);
+            CHECK(s->health == BAL_HEALTH_DOWN && s->admin == BAL_ADMIN_NONE &&
+                  !s->is_removed);
+        }
+    }
+    CHECK_EQ_INT(in, count);
+    return in;
+}
+
+/* The next decision sees this one, as the daemon carries it. */
+static void
+carry(struct bal_member *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        m[i].was_in_rotation = m[i].in_rotation;
+        m[i].was_guarded = m[i].is_guarded;
+        m[i].is_new = false;
+    }
+}
+
+static void
+test_floor(void)
+{
+    /* min_servers, percent, nservers -> floor (percent rounded up) */
+    static const struct { uint32_t min; bool pct; size_t n; uint32_t floor; } t[] = {
+        { 50, true, 4, 2 },   { 50, true, 3, 2 },   { 1, true, 10, 1 },
+        { 0, true, 10, 0 },   { 100, true, 7, 7 },  { 3, false, 4, 3 },
+        { 9, false, 4, 4 },   { 1, false, 0, 0 },   { 0, false, 4, 0 },
+        { 33, true, 3, 1 },   { 34, true, 3, 2 },   { 66, true, 3, 2 },
+        { 67, true, 3, 3 },   { 1, true, 1, 1 },    { 25, true, 4, 1 },
+        { 26, true, 4, 2 },   { 100, true, 0, 0 },  { 10000, true, 4, 4 },
+        { 50, true, 1000001, 500001 },              { UINT32_MAX, false, 5, 5 },
+        { 10000, true, 1000000, 1000000 },
+    };
+
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (bal_guard_floor(t[i].min, t[i].pct, t[i].n) != t[i].floor) {
+            fprintf(stderr, "  floor(%u, %d, %zu)\n", t[i].min, t[i].pct, t[i].n);
+            CHECK_EQ_INT(bal_guard_floor(t[i].min, t[i].pct, t[i].n), t[i].floor);
+        }
+    }
+}
+
+static void
+test_crash_three_of_four(void)
+{
+    struct bal_member m[4];
+    uint32_t floor = bal_guard_floor(50, true, 4);
+
+    for (int i = 0; i < 4; i++) {
+        m[i] = srv(BAL_HEALTH_STARTING, 0);
+        m[i].is_new = true;
+    }
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 4);
+    for (int i = 0; i < 4; i++)
+        CHECK(m[i].in_rotation && m[i].why == BAL_WHY_NONE && !m[i].is_guarded);
+    carry(m, 4);
+
+    /* servers 0, 1, 2 fail in that order */
+    m[0].health = BAL_HEALTH_DOWN;
+    m[0].down_since_ms = 100;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 0), 3);
+    CHECK(!m[0].in_rotation && m[0].why == BAL_WHY_HEALTH && m[0].drain_restart);
+    CHECK_EQ_INT(m[0].drain_ms, DRAIN_MS);
+    carry(m, 4);
+    m[1].health = BAL_HEALTH_DOWN;
+    m[1].down_since_ms = 101;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK(!m[1].in_rotation && m[1].why == BAL_WHY_HEALTH && m[1].drain_restart);
+    CHECK(!m[0].is_guarded && m[0].why == BAL_WHY_NONE);
+    carry(m, 4);
+    m[2].health = BAL_HEALTH_DOWN;
+    m[2].down_since_ms = 102;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 2), 2);
+    CHECK(!m[0].in_rotation && !m[0].is_guarded);
+    CHECK(!m[1].in_rotation && !m[1].is_guarded);
+    /* failed last: held; it is the cause but did not move, so no why and
+     * nothing to drain, only the hold edge */
+    CHECK(m[2].in_rotation && m[2].is_guarded && m[2].guard_held);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_NONE);
+    CHECK(!m[2].drain_restart);
+    CHECK(m[3].in_rotation && !m[3].is_guarded);
+    carry(m, 4);
+
+    /* server 1 fails again and its streak is now the latest: no swap */
+    m[1].down_since_ms = 500;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK(m[2].in_rotation && m[2].is_guarded && !m[2].guard_held);
+    CHECK(!m[1].in_rotation && !m[1].is_guarded && m[1].why == BAL_WHY_NONE);
+    for (int i = 0; i < 4; i++)
+        CHECK(!m[i].drain_restart && !m[i].drain_clear);
+    carry(m, 4);
+
+    /* server 0 recovers: the floor no longer needs server 2 */
+    m[0].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 0), 2);
+    CHECK(m[0].in_rotation && m[0].why == BAL_WHY_HEALTH && m[0].drain_clear);
+    CHECK(!m[2].in_rotation && !m[2].is_guarded && m[2].guard_released);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_GUARD_RELEASE);
+    CHECK(m[2].drain_restart);
+    CHECK_EQ_INT(m[2].drain_ms, DRAIN_MS);
+    carry(m, 4);
+
+    /* everyone recovers: all in, none guarded */
+    m[1].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 1), 3);
+    carry(m, 4);
+    m[2].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 2), 4);
+    for (int i = 0; i < 4; i++)
+        CHECK(m[i].in_rotation && !m[i].is_guarded && !m[i].guard_released);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_HEALTH);
+}
+
+static void
+test_all_fail_at_once(void)
+{
+    struct bal_member m[4];
+    uint32_t floor = bal_guard_floor(3, false, 4);
+
+    /* all four down at a reload; 1, 2 and 3 began failing last: held */
+    for (int i = 0; i < 4; i++)
+        m[i] = srv(BAL_HEALTH_DOWN, 10 * (uint64_t)i);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 3);
+    CHECK(!m[0].in_rotation && !m[0].is_guarded);
+    CHECK_EQ_INT(m[0].why, BAL_WHY_RELOAD);
+    for (int i = 1; i < 4; i++) {
+        CHECK(m[i].is_guarded && m[i].guard_held);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_NONE);
+    }
+}
+
+/* The guard fills the floor one failure at a time, then lets go in the
+ * order they failed: the first to fail leaves first. */
+static void
+test_release_order(void)
+{
+    struct bal_member m[4];
+    uint32_t floor = bal_guard_floor(3, false, 4);
+
+    for (int i = 0; i < 4; i++)
+        m[i] = srv(BAL_HEALTH_UP, 0);
+    for (int i = 0; i < 4; i++) {
+        m[i].health = BAL_HEALTH_DOWN;
+        m[i].down_since_ms = 10 * (uint64_t)i;
+        CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, (size_t)i), 3);
+        carry(m, 4);
+    }
+    CHECK(!m[0].in_rotation);
+    CHECK(m[1].is_guarded && m[2].is_guarded && m[3].is_guarded);
+
+    /* 0 recovers: of the held, 1 failed first and leaves */
+    m[0].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 0), 3);
+    CHECK(!m[1].in_rotation && m[1].guard_released);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_GUARD_RELEASE);
+    CHECK(m[2].is_guarded && m[3].is_guarded);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_NONE);
+    carry(m, 4);
+
+    /* 1 recovers: 2 leaves before 3 */
+    m[1].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 1), 3);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+    CHECK(!m[2].in_rotation && m[2].guard_released);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_GUARD_RELEASE);
+    CHECK(m[3].is_guarded && !m[3].guard_held);
+    carry(m, 4);
+
+    /* 2 recovers: the last held goes */
+    m[2].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 2), 3);
+    CHECK(!m[3].in_rotation && m[3].guard_released);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_GUARD_RELEASE);
+    carry(m, 4);
+
+    m[3].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 3), 4);
+}
+
+static void
+test_operator_counts_but_is_not_held(void)
+{
+    struct bal_member m[4] = {
+        srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_UP, 0),
+        srv(BAL_HEALTH_DOWN, 5), srv(BAL_HEALTH_DOWN, 6),
+    };
+    /* the operator's servers count in the pool's size for the floor */
+    uint32_t floor = bal_guard_floor(50, true, 4);
+
+    m[2].was_in_rotation = m[3].was_in_rotation = false;
+    m[3].admin = BAL_ADMIN_DISABLE;
+
+    /* the operator drains 0: 1 alone is below the floor, and of the failing
+     * 2 is held (3 failed later but is disabled) */
+    m[0].admin = BAL_ADMIN_DRAIN;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 0), 2);
+    CHECK(!m[0].in_rotation && !m[0].is_guarded && m[0].drain_restart);
+    CHECK_EQ_INT(m[0].why, BAL_WHY_ADMIN);
+    CHECK_EQ_INT(m[0].drain_ms, DRAIN_MS);
+    CHECK(m[1].in_rotation);
+    CHECK(m[2].in_rotation && m[2].is_guarded && m[2].guard_held && m[2].drain_clear);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_GUARD_HOLD);
+    CHECK(!m[3].in_rotation && !m[3].is_guarded);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_NONE);
+    carry(m, 4);
+
+    /* the operator disables the held server: the operator wins, and nobody
+     * else can be held */
+    m[2].admin = BAL_ADMIN_DISABLE;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 2), 1);
+    CHECK(!m[2].in_rotation && !m[2].is_guarded && m[2].guard_released);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_ADMIN);
+    CHECK(m[2].drain_restart);
+    CHECK_EQ_INT(m[2].drain_ms, 0);
+    carry(m, 4);
+
+    /* the operator enables 3, still failing: the guard holds it at once,
+     * and the cause keeps its own why */
+    m[3].admin = BAL_ADMIN_NONE;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 2);
+    CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held && m[3].drain_clear);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
+    CHECK_EQ_INT(m[3].weight_now, m[3].weight);
+    CHECK(!m[3].drain_restart);
+    carry(m, 4);
+
+    /* draining (not disabling) a held server: out too */
+    m[3].admin = BAL_ADMIN_DRAIN;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 1);
+    CHECK(!m[3].in_rotation && m[3].guard_released && m[3].drain_restart);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
+    CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
+}
+
+/* The cause, out before, moved in by the guard: its why is its own kind
+ * (health), not the guard's; another server so moved is the guard's. */
+static void
+test_cause_held_by_guard(void)
+{
+    struct bal_member m[3] = {
+        srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_DOWN, 40), srv(BAL_HEALTH_DOWN, 30),
+    };
+
+    m[1].was_in_rotation = m[2].was_in_rotation = false;
+    CHECK_EQ_INT(decide(m, 3, 2, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK(m[1].in_rotation && m[1].is_guarded && m[1].guard_held);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+    CHECK(!m[2].in_rotation);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_NONE);
+
+    /* the same with another server as the cause: the guard's move */
+    m[1] = srv(BAL_HEALTH_DOWN, 40);
+    m[1].was_in_rotation = false;
+    CHECK_EQ_INT(decide(m, 3, 2, BAL_CAUSE_HEALTH, 2), 2);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_GUARD_HOLD);
+
+    /* at a build the guard's moves are the reload's */
+    m[1] = srv(BAL_HEALTH_DOWN, 40);
+    m[1].was_in_rotation = false;
+    CHECK_EQ_INT(decide(m, 3, 2, BAL_CAUSE_BUILD, 1), 2);
+    CHECK(m[1].is_guarded && m[1].guard_held);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_RELOAD);
+    carry(m, 3);
+    /* and a floor lowered by a reload lets go with "reload" too */
+    CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 1);
+    CHECK(!m[1].in_rotation && m[1].guard_released && m[1].drain_restart);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_RELOAD);
+}
+
+static void
+test_pending_never_held(void)
+{
+    struct bal_member m[4] = {
+        srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_PENDING, 90),
+        srv(BAL_HEALTH_PENDING, 80), srv(BAL_HEALTH_DOWN, 1),
+    };
+
+    /* a reload adds 1 and 2: they wait for a pass; 3, failing since long
+     * before, is held instead */
+    m[1].is_new = m[2].is_new = true;
+    CHECK_EQ_INT(decide(m, 4, 2, BAL_CAUSE_BUILD, 0), 2);
+    for (int i = 1; i <= 2; i++) {
+        CHECK(!m[i].in_rotation && !m[i].is_guarded && !m[i].drain_restart);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_PLACED);
+    }
+    CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held);
+    carry(m, 4);
+
+    /* 1 passes: in, and 3 is let go */
+    m[1].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 4, 2, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK(m[1].in_rotation && m[1].drain_clear);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+    CHECK(!m[3].in_rotation && m[3].guard_released);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_GUARD_RELEASE);
+
+    /* only pending servers to hold: none is */
+    m[1] = srv(BAL_HEALTH_PENDING, 5);
+    m[3] = srv(BAL_HEALTH_PENDING, 6);
+    CHECK_EQ_INT(decide(m, 4, 3, BAL_CAUSE_BUILD, 0), 1);
+    for (int i = 1; i < 4; i++)
+        CHECK(!m[i].in_rotation && !m[i].is_guarded);
+}
+
+static void
+test_fewer_candidates_than_floor(void)
+{
+    struct bal_member m[3] = {
+        srv(BAL_HEALTH_DOWN, 1), srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_UP, 0),
+    };
+    struct bal_member none[1];
+
+    m[2].admin = BAL_ADMIN_DISABLE;
+    CHECK_EQ_INT(decide(m, 3, 3, BAL_CAUSE_BUILD, 0), 2);
+    CHECK(m[0].in_rotation && m[0].is_guarded);
+    CHECK(!m[2].in_rotation && !m[2].is_guarded);
+
+    /* a floor above the pool (the caller caps it, the decision copes) */
+    m[1] = srv(BAL_HEALTH_DOWN, 2);
+    m[2] = srv(BAL_HEALTH_DOWN, 3);
+    CHECK_EQ_INT(decide(m, 3, 9, BAL_CAUSE_BUILD, 0), 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(m[i].is_guarded);
+
+    /* floor 0: all down, nobody held */
+    for (int i = 0; i < 3; i++)
+        m[i] = srv(BAL_HEALTH_DOWN, (uint64_t)i);
+    CHECK_EQ_INT(decide(m, 3, 0, BAL_CAUSE_BUILD, 0), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(!m[i].in_rotation && !m[i].is_guarded);
+
+    /* no servers at all */
+    CHECK_EQ_INT(bal_rotation_decide(none, 0, 1, BAL_CAUSE_BUILD, 0), 0);
+}
+
+/* Percent floors, rounded up, as the guard applies them to a pool whose
+ * servers are all down. */
+static void
+test_percent_floors(void)
+{
+    static const struct { uint32_t pct; size_t n; size_t held; } t[] = {
+        { 0, 3, 0 },  { 1, 3, 1 },  { 33, 3, 1 }, { 34, 3, 2 },  { 50, 3, 2 },
+        { 66, 3, 2 }, { 67, 3, 3 }, { 100, 3, 3 }, { 50, 4, 2 }, { 51, 4, 3 },
+        { 10, 5, 1 }, { 50, 1, 1 }, { 200, 2, 2 },
+    };
+
+    for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
+        struct bal_member m[5];
+        size_t n = t[k].n, held = 0;
+
+        for (size_t i = 0; i < n; i++)
+            m[i] = srv(BAL_HEALTH_DOWN, 100 + i);
+        CHECK_EQ_INT(decide(m, n, bal_guard_floor(t[k].pct, true, n), BAL_CAUSE_BUILD, 0),
+                     t[k].held);
+        /* the latest failures are the ones held */
+        for (size_t i = 0; i < n; i++) {
+            CHECK_EQ_INT(m[i].is_guarded, i >= n - t[k].held);
+            held += m[i].is_guarded;
+        }
+        CHECK_EQ_INT(held, t[k].held);
+    }
+}
+
+static void
+test_removed(void)
+{
+    /* three servers in the config, index 3 removed by this reload */
+    struct bal_member m[4] = {
+        srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_DOWN, 10),
+        srv(BAL_HEALTH_DOWN, 20), srv(BAL_HEALTH_UP, 0),
+    };
+    uint32_t floor = bal_guard_floor(2, false, 3);
+
+    m[1].was_in_rotation = m[2].was_in_rotation = false;
+    m[3].is_removed = true;
+    /* the removed server, up, does not make up the floor: 2 is held */
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 2);
+    CHECK(!m[3].in_rotation && !m[3].is_guarded && m[3].drain_restart);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_REMOVED);
+    CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
+    CHECK(m[2].in_rotation && m[2].is_guarded);
+    CHECK(!m[1].in_rotation);
+
+    /* nor is it held, failing last */
+    m[3].health = BAL_HEALTH_DOWN;
+    m[3].down_since_ms = 99;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 2);
+    CHECK(!m[3].in_rotation && !m[3].is_guarded);
+    CHECK(m[2].is_guarded && !m[1].is_guarded);
+
+    /* a held server removed: out, no release edge (its guard ends with it) */
+    for (int i = 0; i < 4; i++)
+        m[i] = srv(BAL_HEALTH_DOWN, 10 * (uint64_t)i);
+    m[0].health = BAL_HEALTH_UP;
+    m[3].is_removed = true;
+    m[3].was_guarded = true;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 2);
+    CHECK(!m[3].in_rotation && !m[3].is_guarded && !m[3].guard_released);
+    CHECK(!m[3].guard_held && m[3].drain_restart);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_REMOVED);
+    CHECK(m[2].is_guarded && m[2].guard_held && !m[1].is_guarded);
+
+    /* a removed server that was disabled drains like any removed one */
+    m[3].admin = BAL_ADMIN_DISABLE;
+    decide(m, 4, floor, BAL_CAUSE_BUILD, 0);
+    CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
+    CHECK(m[3].drain_restart);
+}
+
+/* ------------------------------------------------- state, names, deadline */
+
+static void
+test_state_of(void)
+{
+    static const struct {
+        bool in;
+        enum bal_admin admin;
+        uint32_t active;
+        enum bal_state state;
+    } t[] = {
+        { true, BAL_ADMIN_NONE, 0, BAL_STATE_UP },
+        { true, BAL_ADMIN_NONE, 1, BAL_STATE_UP },
+        { true, BAL_ADMIN_DRAIN, 0, BAL_STATE_UP },
+        { true, BAL_ADMIN_DRAIN, 1, BAL_STATE_UP },
+        { true, BAL_ADMIN_DISABLE, 0, BAL_STATE_UP },
+        { true, BAL_ADMIN_DISABLE, 1, BAL_STATE_UP },
+        { false, BAL_ADMIN_NONE, 0, BAL_STATE_DOWN },
+        { false, BAL_ADMIN_NONE, 1, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DRAIN, 0, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DRAIN, 1, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DISABLE, 0, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DISABLE, 1, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_NONE, UINT32_MAX, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DISABLE, UINT32_MAX, BAL_STATE_DRAINING },
+    };
+
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (bal_state_of(t[i].in, t[i].admin, t[i].active) != t[i].state) {
+            fprintf(stderr, "  state_of(%d, %s, %u)\n", t[i].in, bal_admin_name(t[i].admin),
+                    t[i].active);
+            CHECK_EQ_INT(bal_state_of(t[i].in, t[i].admin, t[i].active), t[i].state);
+        }
+    }
+}
+
+static void
+test_names(void)
+{
+    CHECK_EQ_STR(bal_state_name(BAL_STATE_UP), "up");
+    CHECK_EQ_STR(bal_state_name(BAL_STATE_DRAINING), "draining");
+    CHECK_EQ_STR(bal_state_name(BAL_STATE_DOWN), "down");
+    CHECK_EQ_STR(bal_state_name(BAL_STATE_DISABLED), "disabled");
+    CHECK_EQ_STR(bal_state_name((enum bal_state)(BAL_STATE_DISABLED + 1)), "unknown");
+    CHECK_EQ_STR(bal_state_name((enum bal_state)99), "unknown");
+    CHECK_EQ_STR(bal_admin_name(BAL_ADMIN_NONE), "none");
+    CHECK_EQ_STR(bal_admin_name(BAL_ADMIN_DRAIN), "drain");
+    CHECK_EQ_STR(bal_admin_name(BAL_ADMIN_DISABLE), "disable");
+    CHECK_EQ_STR(bal_admin_name((enum bal_admin)(BAL_ADMIN_DISABLE + 1)), "unknown");
+    CHECK_EQ_STR(bal_admin_name((enum bal_admin)99), "unknown");
+}
+
+static void
+test_drain_deadline(void)
+{
+    CHECK_EQ_INT(bal_drain_deadline(1000, 5000), 6000);
+    CHECK_EQ_INT(bal_drain_deadline(1000, 0), 1000);       /* disable: now */
+    CHECK_EQ_INT(bal_drain_deadline(0, 5000), 5000);
+    CHECK_EQ_INT(bal_drain_deadline(0, 0), 1);             /* 0 is "none" */
+    CHECK_EQ_INT(bal_drain_deadline(1, 0), 1);
+    /* large: a monotonic clock of years, the longest drain_timeout (24h) */
+    CHECK(bal_drain_deadline(UINT64_C(1) << 62, UINT64_C(86400000)) ==
+          (UINT64_C(1) << 62) + UINT64_C(86400000));
+    CHECK(bal_drain_deadline(UINT64_MAX - 10, 10) == UINT64_MAX);
+    CHECK(bal_drain_deadline(UINT64_C(1) << 63, UINT64_C(1) << 62) ==
+          (UINT64_C(1) << 63) + (UINT64_C(1) << 62));
+}
+
+int
+main(void)
+{
+    test_truth_table();
+    test_floor();
+    test_crash_three_of_four();
+    test_all_fail_at_once();
+    test_release_order();
+    test_operator_counts_but_is_not_held();
+    test_cause_held_by_guard();
+    test_pending_never_held();
+    test_fewer_candidates_than_floor();
+    test_percent_floors();
+    test_removed();
+    test_state_of();
+    test_names();
+    test_drain_deadline();
+    return CHECK_DONE();
+}
