@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds lb twice (optimised, and with AddressSanitizer + UndefinedBehavior-
-# Sanitizer) and runs the whole suite against each build with ctest.
+# Builds lb three times (optimised; with AddressSanitizer + UndefinedBehavior-
+# Sanitizer; with ThreadSanitizer), runs the whole suite against the first
+# two with ctest, and the tests that exercise lb's threads against the third.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,13 +11,61 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLB_SANITIZE=ON >/dev/null
 cmake --build build-asan -j2
+# Debug (asserts on) at -O1: the optimisation TSan's authors recommend. The
+# TSan subset is mostly waiting (under a third of its wall time is CPU), so
+# -O0 would buy nothing but slower runs, and -O1 keeps file:line and frames
+# (-fno-omit-frame-pointer) exact enough to read a report.
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1" \
+      -DLB_TSAN=ON >/dev/null
+cmake --build build-tsan -j2
 
 # A sanitizer report fails the process that made it, and the integration
 # harness also fails a test whose lb wrote one to its log.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# TSan goes on after a report (every race of a run is printed to lb's
+# stderr, which the harness reads) and makes the process exit 66 at the end
+# (the harness also fails a test whose lb exits non-zero).
+TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:history_size=4"
+TSAN_OPTIONS+=":suppressions=$PWD/tests/tsan.supp"
+# The TSan run: unit tests (cheap) and the integration tests that drive lb's
+# worker, health and admin threads against its main thread (reloads, admin
+# actions and stats, server removal, health checks).
+TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_)'
+
+# gcc 12's TSan runtime maps its shadow memory at fixed addresses and dies
+# with "FATAL: ThreadSanitizer: unexpected memory mapping" when the kernel
+# randomises mmap with more bits than it supports (vm.mmap_rnd_bits = 32 on
+# some newer kernels and distributions; newer runtimes re-exec themselves
+# without ASLR, this one does not). `setarch -R` turns ASLR off for one
+# process tree, needs no privilege, changes nothing machine-wide and is
+# inherited across fork and exec: ctest -> python3 -> lb all get it, with no
+# change to the harness. Where personality() is refused (some container
+# seccomp profiles), lower the sysctl instead, as root.
+tsan_run=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+    tsan_run=(setarch "$(uname -m)" -R)
+fi
+tsan_probe() {
+    TSAN_OPTIONS="$TSAN_OPTIONS" "${tsan_run[@]}" build-tsan/lb -t -c conf/lb.ini 2>&1
+}
+if ! out=$(tsan_probe); then
+    bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)
+    if [ "$(id -u)" -eq 0 ] && [ "$bits" -gt 28 ]; then
+        echo "run.sh: TSan does not start; lowering vm.mmap_rnd_bits from $bits to 28" >&2
+        sysctl -q -w vm.mmap_rnd_bits=28
+        out=$(tsan_probe) || { echo "$out" >&2; exit 1; }
+    else
+        echo "$out" >&2
+        echo "run.sh: the TSan build does not start (try: sysctl vm.mmap_rnd_bits=28 as root)" >&2
+        exit 1
+    fi
+fi
 
 echo "== tests: optimised build"
 (cd build && ctest --output-on-failure)
 echo "== tests: ASan + UBSan build"
 (cd build-asan && ctest --output-on-failure)
+echo "== tests: TSan build (threaded tests)"
+(cd build-tsan && TSAN_OPTIONS="$TSAN_OPTIONS" "${tsan_run[@]}" \
+     ctest --output-on-failure -R "$TSAN_TESTS")

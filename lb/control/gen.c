@@ -296,7 +296,7 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
         atomic_init(&fe->stats->refs, 1);
     }
     if (fe->listen == NULL) {
-        char lerr[200];
+        char lerr[448];     /* "listen on ADDR: ERROR" */
 
         fe->listen = lb_listen_new(&cf->listen, nworkers, lerr, sizeof(lerr));
         if (fe->listen == NULL) {
