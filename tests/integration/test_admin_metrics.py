@@ -7,6 +7,8 @@ of the contract are there with their types and labels, agree with /stats,
 and move as traffic flows and as health checks run (exact counts where the
 test controls them)."""
 
+import time
+
 import harness
 from harness import LbTestCase, read_line
 import admin_client
@@ -47,6 +49,10 @@ FAMILIES = {
 
 SERVER_FAMILIES = [f for f, (t, keys) in FAMILIES.items() if keys == {"pool", "server"}]
 
+# lb_uptime_seconds is printed with 3 decimals (+-0.5 ms) and read against
+# the test's own wall clock, as lb's is: 2 ms covers the rounding.
+UPTIME_TOL = 0.002
+
 
 class AdminMetricsTest(LbTestCase):
 
@@ -84,6 +90,17 @@ class AdminMetricsTest(LbTestCase):
                 with self.assertRaises(AssertionError):
                     parse_metrics(text)
 
+    def assertUptime(self, uptime, t_start, t_ready, t_ask, t_answer):
+        """lb_uptime_seconds counts from a moment between t_start (before
+        lb was started) and t_ready (after it logged event=ready) to one
+        between t_ask and t_answer (the scrape): no more, no less, whatever
+        the load (it delays the moments, and the bounds move with them)."""
+        lo, hi = t_ask - t_ready, t_answer - t_start
+        self.assertGreaterEqual(uptime, lo - UPTIME_TOL,
+                                f"lb_uptime_seconds {uptime}: lb has run {lo:.3f}..{hi:.3f} s")
+        self.assertLessEqual(uptime, hi + UPTIME_TOL,
+                             f"lb_uptime_seconds {uptime}: lb has run {lo:.3f}..{hi:.3f} s")
+
     def check_families(self, m, frontends, pools):
         """pools: {pool: [server, ...]}."""
         for fam, (typ, keys) in FAMILIES.items():
@@ -117,13 +134,17 @@ class AdminMetricsTest(LbTestCase):
         e1, e2 = self.echo("e1"), self.echo("e2")
         hc = self.hc_backend(count=2)
         pools = {"web-1.a": ["s_1.b-c", "s2"], "api": ["a1", "a2"]}
+        t_start = time.time()       # lb's clock starts after this...
         lb = admin_client.start_lb(self, [
             ("web-1.a", [("s_1.b-c", e1), ("s2", e2.addr, 3)], {}),
             ("api", [("a1", hc.addr(hc.ports[0])), ("a2", hc.addr(hc.ports[1]))],
              HTTP_STEADY),
         ], frontends=[("fe.web", "web-1.a"), ("fe-api", "api"), ("fe2", "api")],
             max_connections=555)
+        t_ready = time.time()       # ...and before lb logged event=ready
+        t1a = time.time()
         r = lb.admin.get("/metrics")
+        t1b = time.time()
         self.assertEqual(r.status, 200, str(r))
         mtype, params = r.media_type()
         self.assertEqual(mtype, "text/plain", str(r))
@@ -133,7 +154,8 @@ class AdminMetricsTest(LbTestCase):
         self.check_families(m, ["fe.web", "fe-api", "fe2"], pools)
         self.assertEqual(m.value("lb_max_connections"), 555)
         self.assertEqual(m.value("lb_active_connections"), 0)
-        self.assertGreaterEqual(m.value("lb_uptime_seconds"), 0)
+        up1 = m.value("lb_uptime_seconds")
+        self.assertUptime(up1, t_start, t_ready, t1a, t1b)
         for p, servers in pools.items():
             self.assertEqual(m.value("lb_pool_servers", pool=p), len(servers))
         self.assertGreaterEqual(len(m.samples("lb_check_duration_seconds_count", pool="api")), 1)
@@ -142,9 +164,23 @@ class AdminMetricsTest(LbTestCase):
         hc.mode(hc.ports[1], "500")
         lb.admin.wait_server("api", "a2", lambda s: s["state"] == "down", WAIT, "a2 down")
         lb.admin.wait_server("api", "a1", lambda s: s["checks_total"] >= 3, WAIT, "3 checks")
+        t2a = time.time()
         m = lb.admin.metrics()
+        t2b = time.time()
         st = lb.admin.stats()
         self.check_families(m, ["fe.web", "fe-api", "fe2"], pools)
+        # Uptime again, a second or more later (a2 needs 3 failed checks
+        # 500 ms apart to go down): it grew by the time between the scrapes.
+        up2 = m.value("lb_uptime_seconds")
+        self.assertUptime(up2, t_start, t_ready, t2a, t2b)
+        grown = up2 - up1
+        self.assertGreaterEqual(grown, t2a - t1b - UPTIME_TOL,
+                                f"lb_uptime_seconds went from {up1} to {up2} in "
+                                f"{t2a - t1b:.3f}..{t2b - t1a:.3f} s")
+        self.assertLessEqual(grown, t2b - t1a + UPTIME_TOL,
+                             f"lb_uptime_seconds went from {up1} to {up2} in "
+                             f"{t2a - t1b:.3f}..{t2b - t1a:.3f} s")
+        self.assertGreater(t2a - t1b, 0.5, "the scrapes should be a second or so apart")
         for p, servers in pools.items():
             pool = find_pool(st, p)
             self.assertEqual(m.value("lb_pool_in_rotation", pool=p), pool["in_rotation"], p)
@@ -169,7 +205,6 @@ class AdminMetricsTest(LbTestCase):
         self.assertEqual(m.value("lb_server_checks_total", pool="web-1.a", server="s2"), 0,
                          "check = none: no probes")
         self.assertGreaterEqual(m.value("lb_detection_seconds_count", direction="down"), 1)
-        self.assertGreaterEqual(m.value("lb_uptime_seconds"), 0.0)
 
     def test_traffic_moves_counters(self):
         names = ("w1", "w2")
