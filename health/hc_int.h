@@ -46,8 +46,6 @@ struct hc_thread {
     uint64_t rng;                   /* the schedule's spread (splitmix64) */
 };
 
-uint64_t hc_now_ms(void);
-
 /* probe.c: starts one probe of tg (health thread). On any outcome it calls
  * hc_probe_done(), which frees the probe and clears tg->probe. */
 void hc_probe_start(struct hc_target *tg, double lag_ms);

@@ -60,12 +60,6 @@ static void hc_target_on_timer(evutil_socket_t fd, short what, void *arg);
 static void hc_thread_on_msgs(void *msgs, size_t n, void *arg);
 static void hc_target_arm(struct hc_target *tg, uint64_t now);
 
-uint64_t
-hc_now_ms(void)
-{
-    return lb_mono_ms();
-}
-
 /* No time cache: libevent would otherwise arm every timer of a busy loop
  * pass against the time the pass began, so a probe started late in a pass
  * would time out early by as much, and the next slot would be planned early.
@@ -362,7 +356,7 @@ hc_thread_on_msgs(void *msgs, size_t n, void *arg)
 {
     struct hc_thread *th = arg;
     const struct hc_msg *m = msgs;
-    uint64_t now = hc_now_ms();
+    uint64_t now = lb_mono_ms();
 
     for (size_t i = 0; i < n; i++) {
         size_t slot = m[i].id / th->hc->nthreads;
@@ -386,14 +380,6 @@ hc_thread_on_msgs(void *msgs, size_t n, void *arg)
             break;
         }
     }
-}
-
-/* Posts msg to thread th; only ADOPT and REMOVE need it to arrive, and a
- * failed post of those fails the update. */
-static int
-hc_thread_post(struct hc_thread *th, const struct hc_msg *msg)
-{
-    return lb_mailbox_post(th->mailbox, msg);
 }
 
 int
@@ -442,7 +428,7 @@ hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err, size_
             m.kind = HC_MSG_ADOPT;
             m.tg = map[id];
         }
-        if (hc_thread_post(old->thread, &m) == -1 && m.tg != NULL) {
+        if (lb_mailbox_post(old->thread->mailbox, &m) == -1 && m.tg != NULL) {
             hc_target_free(m.tg);
             map[id] = old;
         }
@@ -452,7 +438,7 @@ hc_update(struct hc *hc, const struct hc_spec *specs, size_t n, char *err, size_
         struct hc_msg m = { .kind = HC_MSG_ADOPT, .id = id, .tg = built[i] };
 
         if ((id >= hc->nby_id || hc->by_id[id] == NULL) &&
-            hc_thread_post(built[i]->thread, &m) == -1) {
+            lb_mailbox_post(built[i]->thread->mailbox, &m) == -1) {
             hc_target_free(built[i]);
             map[id] = NULL;
         }
@@ -513,7 +499,7 @@ static void
 hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct hc_target *tg = arg;
-    uint64_t now = hc_now_ms();
+    uint64_t now = lb_mono_ms();
     double lag = now > tg->planned_ms ? (double)(now - tg->planned_ms) : 0.0;
 
     if (tg->probe == NULL)
@@ -531,7 +517,7 @@ hc_probe_now(struct hc *hc, uint32_t id)
     struct hc_msg m = { .kind = HC_MSG_PROBE_NOW, .id = id };
 
     /* A lost request (out of memory) only waits for the schedule. */
-    (void)hc_thread_post(hc_thread_of(hc, id), &m);
+    (void)lb_mailbox_post(hc_thread_of(hc, id)->mailbox, &m);
 }
 
 static void *
@@ -551,7 +537,7 @@ hc_thread_main(void *arg)
 int
 hc_start(struct hc *hc)
 {
-    uint64_t now = hc_now_ms();
+    uint64_t now = lb_mono_ms();
 
     for (unsigned i = 0; i < hc->nthreads; i++) {
         struct hc_thread *th = &hc->threads[i];
@@ -592,7 +578,7 @@ hc_free(struct hc *hc)
         /* Through a message, not event_base_loopbreak(): a loop that has
          * not started yet clears the break flag when it starts. */
         if (th->is_running) {
-            if (hc_thread_post(th, &stop) == -1)
+            if (lb_mailbox_post(th->mailbox, &stop) == -1)
                 event_base_loopbreak(th->base);     /* it runs: it sees it */
             pthread_join(th->thread, NULL);
         }

@@ -72,7 +72,11 @@ struct lb_server_view {
 struct lb_stats_snap {
     struct lb_gen *g;                   /* one reference */
     struct lb_server_view *servers;     /* g->servers, in that order */
-    struct lb_hist *check_duration;     /* per pool of g */
+    struct lb_pool_view {               /* per pool of g */
+        size_t in_rotation;
+        bool is_guard_active;
+        struct lb_hist check_duration;
+    } *pools;
     struct lb_server_view *removed;     /* draining servers a reload removed */
     struct lb_gen **removed_gens;       /* one reference each, per entry */
     size_t nremoved;
@@ -159,7 +163,7 @@ lb_stats_snap_free(struct lb_stats_snap *sn)
     free(sn->removed);
     free(sn->removed_gens);
     free(sn->servers);
-    free(sn->check_duration);
+    free(sn->pools);
     free(sn->reload_error);
     if (sn->g != NULL)
         lb_gen_unref(sn->g);
@@ -177,16 +181,22 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
     sn->g = d->gen;
     lb_gen_ref(sn->g);
     sn->servers = calloc(sn->g->nservers ? sn->g->nservers : 1, sizeof(*sn->servers));
-    sn->check_duration = calloc(sn->g->conf->npools ? sn->g->conf->npools : 1,
-                                sizeof(*sn->check_duration));
-    if (sn->servers == NULL || sn->check_duration == NULL ||
+    sn->pools = calloc(sn->g->conf->npools ? sn->g->conf->npools : 1, sizeof(*sn->pools));
+    if (sn->servers == NULL || sn->pools == NULL ||
         lb_stats_snap_removed(d, sn) == -1) {
         rc = -1;
     } else {
-        for (size_t i = 0; i < sn->g->nservers; i++)
-            lb_admin_view_take(sn->g->servers[i], &sn->servers[i]);
-        for (size_t i = 0; i < sn->g->conf->npools; i++)
-            sn->check_duration[i] = sn->g->pools[i].stats->check_duration;
+        /* g->servers runs pool by pool: the pool figures come with it */
+        for (size_t i = 0, k = 0; i < sn->g->conf->npools; i++) {
+            const struct lb_pool *p = &sn->g->pools[i];
+
+            sn->pools[i].check_duration = p->stats->check_duration;
+            for (size_t j = 0; j < p->conf->nservers; j++, k++) {
+                lb_admin_view_take(sn->g->servers[k], &sn->servers[k]);
+                sn->pools[i].in_rotation += sn->servers[k].in_rotation;
+                sn->pools[i].is_guard_active |= sn->servers[k].is_guarded;
+            }
+        }
         sn->health = d->health;
         sn->reloads_ok = d->reloads_ok;
         sn->reloads_failed = d->reloads_failed;
@@ -198,19 +208,6 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
     if (rc == -1)
         lb_stats_snap_free(sn);
     return rc;
-}
-
-static size_t
-lb_stats_pool_in_rotation(const struct lb_server_view *v, size_t n, bool *guard_active)
-{
-    size_t in = 0;
-
-    *guard_active = false;
-    for (size_t i = 0; i < n; i++) {
-        in += v[i].in_rotation;
-        *guard_active |= v[i].is_guarded;
-    }
-    return in;
 }
 
 void
@@ -297,8 +294,6 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
     for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
         const struct lb_pool *p = &g->pools[i];
         const struct lb_server_view *v = &sn.servers[first];
-        bool guard_active;
-        size_t in = lb_stats_pool_in_rotation(v, p->conf->nservers, &guard_active);
 
         if (i)
             LB_ADD_LIT(out, ",");
@@ -308,7 +303,8 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
             ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
             "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,\"servers\":[",
             conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
-            p->conf->nservers, in, guard_active ? "true" : "false",
+            p->conf->nservers, sn.pools[i].in_rotation,
+            sn.pools[i].is_guard_active ? "true" : "false",
             bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
                             p->conf->nservers),
             (unsigned long long)p->conf->drain_timeout_ms);
@@ -489,22 +485,13 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         lb_prom_one(out, "lb_pool_servers", "pool", g->pools[i].conf->name,
                     g->pools[i].conf->nservers);
     lb_prom_head(out, "lb_pool_guard_active", "gauge", "1 when min_servers holds failing servers");
-    for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
-        bool guard_active;
-
-        lb_stats_pool_in_rotation(&sn.servers[first], g->conf->pools[i].nservers, &guard_active);
-        lb_prom_one(out, "lb_pool_guard_active", "pool", g->pools[i].conf->name, guard_active);
-        first += g->conf->pools[i].nservers;
-    }
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_guard_active", "pool", g->pools[i].conf->name,
+                    sn.pools[i].is_guard_active);
     lb_prom_head(out, "lb_pool_in_rotation", "gauge", "Servers of the pool in rotation");
-    for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
-        bool guard_active;
-        size_t in = lb_stats_pool_in_rotation(&sn.servers[first], g->conf->pools[i].nservers,
-                                              &guard_active);
-
-        lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name, in);
-        first += g->conf->pools[i].nservers;
-    }
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name,
+                    sn.pools[i].in_rotation);
     for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
@@ -521,7 +508,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         /* conf/ limits names to [A-Za-z0-9_.-]: nothing to escape */
         snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
         lb_prom_hist(out, "lb_check_duration_seconds", labels,
-                     &sn.check_duration[i]);
+                     &sn.pools[i].check_duration);
     }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");

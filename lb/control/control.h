@@ -155,18 +155,8 @@ struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nw
                           uint32_t *next_id, char *err, size_t errlen);
 void lb_gen_ref(struct lb_gen *g);
 void lb_gen_unref(struct lb_gen *g);
-void lb_backend_unref(struct lb_backend *b);
-void lb_listen_unref(struct lb_listen *l);
 
 /* ------------------------------------------------------------- server.c */
-
-/* The reported state (up, draining, down, disabled). active is the
- * caller's one read of the server's open connections, so that a state and
- * a count reported together agree. Caller holds state_lock. */
-enum bal_state lb_server_state(const struct lb_server *srv, uint32_t active);
-/* Servers of the pool in rotation, and whether the guard holds any. */
-size_t lb_pool_in_rotation(const struct lb_pool *pool);
-bool lb_pool_guard_active(const struct lb_pool *pool);
 
 /* Places every server of a just built generation g (start, or a reload
  * replacing old, whose servers g does not have are removed: they leave

@@ -37,7 +37,7 @@ lb_gen_algo(enum conf_balance b)
 
 /* --------------------------------------------------------------- backends */
 
-void
+static void
 lb_backend_unref(struct lb_backend *b)
 {
     if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
@@ -130,6 +130,8 @@ lb_gen_find_backend(const struct lb_gen_index *ix, const char *pool,
 
 /* ----------------------------------------------------------- listen sets */
 
+static void lb_listen_unref(struct lb_listen *l);
+
 static struct lb_listen *
 lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t errlen)
 {
@@ -157,7 +159,7 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t e
     return l;
 }
 
-void
+static void
 lb_listen_unref(struct lb_listen *l)
 {
     if (l == NULL || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)

@@ -35,33 +35,6 @@ lb_hist_observe(struct lb_hist *h, double ms)
     h->sum_ms += ms;
 }
 
-enum bal_state
-lb_server_state(const struct lb_server *srv, uint32_t active)
-{
-    return bal_state_of(atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed),
-                        srv->b->admin, active);
-}
-
-size_t
-lb_pool_in_rotation(const struct lb_pool *pool)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < pool->conf->nservers; i++)
-        n += bal_server_in_rotation(pool->bal, i);
-    return n;
-}
-
-bool
-lb_pool_guard_active(const struct lb_pool *pool)
-{
-    for (size_t i = 0; i < pool->conf->nservers; i++) {
-        if (pool->servers[i].b->is_guarded)
-            return true;
-    }
-    return false;
-}
-
 /* Room for a decision over n servers (state_lock held). The scratch grows
  * only at start and at reloads, before anything is committed, so a
  * decision on a health verdict or an operator action never allocates. */
@@ -114,7 +87,6 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
     struct lb_backend *b = srv->b;
     const struct conf_pool *pc = srv->pool->conf;
     char qbuf[HC_DETAIL_MAX * 2], why[HC_DETAIL_MAX + 64];
-    uint64_t now = lb_mono_ms();
 
     if (m->guard_held)
         lb_log(CONF_LOG_WARN, "guard_hold", "pool=%s server=%s in_rotation=%zu min_servers=%u",
@@ -131,7 +103,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
     if (m->drain_clear)
         atomic_store(&b->drain_deadline_ms, 0);
     if (m->drain_restart) {
-        atomic_store(&b->drain_deadline_ms, bal_drain_deadline(now, m->drain_ms));
+        atomic_store(&b->drain_deadline_ms, bal_drain_deadline(lb_mono_ms(), m->drain_ms));
         /* workers scan their sessions on a change only */
         if (atomic_load(&b->live.active_connections) > 0)
             lb_workers_post(d, LB_WORKER_DRAIN);

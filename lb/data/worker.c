@@ -195,24 +195,29 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     return 0;
 }
 
+/* Posts a message main waits for (a switch, a worker's end): one that is
+ * lost would leave main waiting for good, so out of memory it tries again
+ * until the post goes. */
+static void
+lb_worker_tell_main(struct lb_worker *w, const struct lb_main_msg *m)
+{
+    while (lb_mailbox_post(w->daemon->mailbox, m) == -1) {
+        struct timespec pause = { 0, 10 * 1000 * 1000 };
+        nanosleep(&pause, NULL);
+    }
+}
+
 static void *
 lb_worker_main(void *arg)
 {
     struct lb_worker *w = arg;
-    struct lb_daemon *d = w->daemon;
 
     pthread_setname_np(pthread_self(), "lb-worker");
     /* NO_EXIT_ON_EMPTY: a worker whose listeners are paused at the cap and
      * that has no session left must still wait for the resume. */
     event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    struct lb_main_msg m = { .kind = LB_MAIN_WORKER_EXIT, .worker = w->id };
-
-    /* Main ends when the last worker has told it; a lost message would
-     * leave it waiting, so try until it goes. */
-    while (lb_mailbox_post(d->mailbox, &m) == -1) {
-        struct timespec pause = { 0, 10 * 1000 * 1000 };
-        nanosleep(&pause, NULL);
-    }
+    /* main ends when the last worker has told it */
+    lb_worker_tell_main(w, &(struct lb_main_msg){ .kind = LB_MAIN_WORKER_EXIT, .worker = w->id });
     return NULL;
 }
 
@@ -317,10 +322,7 @@ lb_worker_switch_to(struct lb_worker *w, struct lb_gen *ng)
         return;
     }
     event_del(w->switch_retry_ev);
-    while (lb_mailbox_post(w->daemon->mailbox, &m) == -1) {
-        struct timespec pause = { 0, 10 * 1000 * 1000 };
-        nanosleep(&pause, NULL);            /* main waits for this one */
-    }
+    lb_worker_tell_main(w, &m);             /* the reload waits for it */
 }
 
 static void
