@@ -566,6 +566,18 @@ hc_result_push(struct hc *hc, const struct hc_result *r)
     (void)lb_mailbox_post(hc->results, r);
 }
 
+/* Ops never applied: their new targets are ours to free. */
+static void
+hc_thread_drop_msgs(void *msgs, size_t n, void *arg)
+{
+    const struct hc_msg *m = msgs;
+
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].kind == HC_MSG_ADOPT)
+            hc_target_free(m[i].tg);
+    }
+}
+
 void
 hc_free(struct hc *hc)
 {
@@ -585,17 +597,7 @@ hc_free(struct hc *hc)
     }
     for (unsigned i = 0; hc->threads != NULL && i < hc->nthreads; i++) {
         struct hc_thread *th = &hc->threads[i];
-        struct hc_msg *m;
-        size_t n = th->mailbox != NULL ? lb_mailbox_take(th->mailbox, (void **)&m) : 0;
-
-        /* ops never applied: their new targets are ours to free */
-        for (size_t k = 0; k < n; k++) {
-            if (m[k].kind == HC_MSG_ADOPT)
-                hc_target_free(m[k].tg);
-        }
-        if (n > 0)
-            free(m);
-        lb_mailbox_free(th->mailbox);
+        lb_mailbox_free(th->mailbox, hc_thread_drop_msgs, th);
         for (size_t k = 0; k < th->ntargets; k++)
             hc_target_free(th->targets[k]);
         free(th->targets);

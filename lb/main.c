@@ -225,7 +225,7 @@ out:
         free(d->workers);
     }
     lb_reload_fini(d);
-    lb_mailbox_free(d->mailbox);
+    lb_mailbox_free(d->mailbox, NULL, NULL);
     free(d->decide_members);
     free(d->decide_servers);
     if (d->shutdown_timer_ev != NULL)

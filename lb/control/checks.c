@@ -117,7 +117,7 @@ lb_health_create(struct lb_daemon *d, const struct lb_gen *g, const struct hc_sp
     return 0;
 fail:
     hc_free(hc);
-    lb_mailbox_free(d->results);
+    lb_mailbox_free(d->results, NULL, NULL);
     d->results = NULL;
     return -1;
 }
@@ -151,6 +151,6 @@ void
 lb_health_stop(struct lb_daemon *d)
 {
     hc_free(atomic_exchange(&d->hc, NULL));
-    lb_mailbox_free(d->results);
+    lb_mailbox_free(d->results, NULL, NULL);
     d->results = NULL;
 }

@@ -84,13 +84,9 @@ struct lb_mailbox *lb_mailbox_new(struct event_base *base, size_t msg_size,
  * message is not queued). */
 int lb_mailbox_post(struct lb_mailbox *mb, const void *msg);
 
-/* Takes the messages not delivered yet, as a malloc'd array (NULL when
- * none), for an owner that must release what they hold: at the end, or to
- * read its queue out of turn. */
-size_t lb_mailbox_take(struct lb_mailbox *mb, void **msgs);
-
-/* Frees the mailbox once no thread posts any more; messages not delivered
- * are dropped (lb_mailbox_take them first if they own anything). */
-void lb_mailbox_free(struct lb_mailbox *mb);
+/* Frees the mailbox once no thread posts any more. Messages never
+ * delivered go to drop (when not NULL, and there are any), for an owner
+ * whose messages hold references: it releases them there. */
+void lb_mailbox_free(struct lb_mailbox *mb, lb_mailbox_pt drop, void *arg);
 
 #endif /* LB_CORE_H */

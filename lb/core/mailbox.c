@@ -27,6 +27,22 @@ struct lb_mailbox {
     size_t n, cap;
 };
 
+/* Takes the whole queue: the messages not delivered yet, as a malloc'd
+ * array (NULL when none). */
+static size_t
+lb_mailbox_take(struct lb_mailbox *mb, void **msgs)
+{
+    size_t n;
+
+    pthread_mutex_lock(&mb->lock);
+    *msgs = mb->msgs;
+    n = mb->n;
+    mb->msgs = NULL;
+    mb->n = mb->cap = 0;
+    pthread_mutex_unlock(&mb->lock);
+    return n;
+}
+
 static void
 lb_mailbox_on_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -53,7 +69,7 @@ lb_mailbox_new(struct event_base *base, size_t msg_size, lb_mailbox_pt on_msgs,
     pthread_mutex_init(&mb->lock, NULL);
     mb->ev = event_new(base, -1, 0, lb_mailbox_on_event, mb);
     if (mb->ev == NULL) {
-        lb_mailbox_free(mb);
+        lb_mailbox_free(mb, NULL, NULL);
         return NULL;
     }
     return mb;
@@ -84,25 +100,13 @@ lb_mailbox_post(struct lb_mailbox *mb, const void *msg)
     return 0;
 }
 
-size_t
-lb_mailbox_take(struct lb_mailbox *mb, void **msgs)
-{
-    size_t n;
-
-    pthread_mutex_lock(&mb->lock);
-    *msgs = mb->msgs;
-    n = mb->n;
-    mb->msgs = NULL;
-    mb->n = mb->cap = 0;
-    pthread_mutex_unlock(&mb->lock);
-    return n;
-}
-
 void
-lb_mailbox_free(struct lb_mailbox *mb)
+lb_mailbox_free(struct lb_mailbox *mb, lb_mailbox_pt drop, void *arg)
 {
     if (mb == NULL)
         return;
+    if (drop != NULL && mb->n > 0)
+        drop(mb->msgs, mb->n, arg);
     if (mb->ev != NULL)
         event_free(mb->ev);
     free(mb->msgs);

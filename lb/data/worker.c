@@ -334,20 +334,23 @@ lb_worker_on_switch_retry(evutil_socket_t fd, short what, void *arg)
         lb_worker_switch_to(w, w->switch_pending);
 }
 
-void
-lb_worker_fini(struct lb_worker *w)
+/* Messages the worker never took: the generations they carry are ours to
+ * release. */
+static void
+lb_worker_drop_msgs(void *msgs, size_t n, void *arg)
 {
-    struct lb_worker_msg *m;
-    size_t n = w->mailbox != NULL ? lb_mailbox_take(w->mailbox, (void **)&m) : 0;
+    const struct lb_worker_msg *m = msgs;
 
-    /* generations posted but never taken are ours to release */
     for (size_t i = 0; i < n; i++) {
         if (m[i].kind == LB_WORKER_SWITCH)
             lb_gen_unref(m[i].gen);
     }
-    if (n > 0)
-        free(m);
-    lb_mailbox_free(w->mailbox);
+}
+
+void
+lb_worker_fini(struct lb_worker *w)
+{
+    lb_mailbox_free(w->mailbox, lb_worker_drop_msgs, w);
     w->mailbox = NULL;
     if (w->switch_pending != NULL)
         lb_gen_unref(w->switch_pending);

@@ -90,7 +90,7 @@ test_many_posters(void)
     CHECK_EQ_INT(s.out_of_order, 0);
     /* batched: far fewer wake-ups than messages */
     CHECK(s.batches >= 1 && s.batches < s.received);
-    lb_mailbox_free(mb);
+    lb_mailbox_free(mb, NULL, NULL);
     event_base_free(s.base);
 }
 
@@ -100,40 +100,54 @@ count_batch(void *msgs, size_t n, void *arg)
     *(size_t *)arg += n;
 }
 
-/* Messages posted before the owner's loop runs wait for it; take() hands
- * the undelivered ones to an owner that must release them. */
+struct dropped {
+    size_t n;
+    int first, last;
+};
+
 static void
-test_take_and_order_before_loop(void)
+record_drop(void *msgs, size_t n, void *arg)
+{
+    struct dropped *d = arg;
+    const int *m = msgs;
+
+    d->n = n;
+    d->first = m[0];
+    d->last = m[n - 1];
+}
+
+/* Messages posted before the owner's loop runs wait for it; a wake-up
+ * after a delivered batch comes again; what is never delivered goes to the
+ * owner's drop function at the end, in order. */
+static void
+test_wakeups_and_drop(void)
 {
     struct event_base *base = event_base_new();
     size_t delivered = 0;
     struct lb_mailbox *mb = lb_mailbox_new(base, sizeof(int), count_batch, &delivered);
-    int *got = NULL;
-    size_t n;
+    struct dropped dropped = { 0 };
 
-    for (int i = 0; i < 5; i++)
-        CHECK_EQ_INT(lb_mailbox_post(mb, &i), 0);
-    n = lb_mailbox_take(mb, (void **)&got);
-    CHECK_EQ_INT(n, 5);
-    for (int i = 0; got != NULL && i < 5; i++)
-        CHECK_EQ_INT(got[i], i);
-    free(got);
-    /* the wake-up still pending finds nothing */
-    event_base_loop(base, EVLOOP_NONBLOCK);
-    CHECK_EQ_INT(delivered, 0);
-    n = lb_mailbox_take(mb, (void **)&got);
-    CHECK_EQ_INT(n, 0);
-    CHECK(got == NULL);
-
-    /* after a delivered batch, the next post wakes the owner again */
     for (int i = 0; i < 3; i++)
-        lb_mailbox_post(mb, &i);
+        CHECK_EQ_INT(lb_mailbox_post(mb, &i), 0);
+    CHECK_EQ_INT(delivered, 0);
     event_base_loop(base, EVLOOP_NONBLOCK);
     CHECK_EQ_INT(delivered, 3);
-    lb_mailbox_post(mb, &n);
+    lb_mailbox_post(mb, &delivered);
     event_base_loop(base, EVLOOP_NONBLOCK);
     CHECK_EQ_INT(delivered, 4);
-    lb_mailbox_free(mb);
+
+    for (int i = 10; i < 15; i++)
+        lb_mailbox_post(mb, &i);
+    lb_mailbox_free(mb, record_drop, &dropped);
+    CHECK_EQ_INT(dropped.n, 5);
+    CHECK_EQ_INT(dropped.first, 10);
+    CHECK_EQ_INT(dropped.last, 14);
+    CHECK_EQ_INT(delivered, 4);
+    /* nothing to drop: the drop function is not called */
+    dropped.n = 99;
+    mb = lb_mailbox_new(base, sizeof(int), count_batch, &delivered);
+    lb_mailbox_free(mb, record_drop, &dropped);
+    CHECK_EQ_INT(dropped.n, 99);
     event_base_free(base);
 }
 
@@ -142,7 +156,7 @@ main(void)
 {
     evthread_use_pthreads();
     test_many_posters();
-    test_take_and_order_before_loop();
+    test_wakeups_and_drop();
     libevent_global_shutdown();
     return CHECK_DONE();
 }
