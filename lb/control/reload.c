@@ -47,6 +47,7 @@ struct lb_reload_run {
     size_t switched;                    /* workers acknowledged */
 };
 
+static void lb_reload_finish_if_switched(struct lb_daemon *d);
 static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                           const char *err, const struct lb_reload_run *run);
@@ -189,8 +190,7 @@ lb_reload_start(struct lb_daemon *d, const char *trigger)
     run->number = d->gen->number;
     d->reload_run = run;
     lb_reload_publish(d, run);
-    if (run->switched == d->nworkers)
-        lb_reload_on_switched(d, 0, 0);
+    lb_reload_finish_if_switched(d);    /* no worker to wait for */
 }
 
 void
@@ -204,15 +204,14 @@ lb_reload(struct lb_daemon *d, const char *trigger)
     lb_reload_start(d, trigger);
 }
 
-void
-lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
+/* The reload is done once every worker runs its generation (or could not
+ * be told of it): logged, counted, answered, and the next one asked
+ * meanwhile starts. */
+static void
+lb_reload_finish_if_switched(struct lb_daemon *d)
 {
     struct lb_reload_run *run = d->reload_run;
 
-    if (run == NULL)
-        return;
-    if (number != 0 && number >= run->number)
-        run->switched++;
     if (run->switched < d->nworkers)
         return;
     d->reload_run = NULL;
@@ -225,6 +224,17 @@ lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
         d->is_reload_again = false;
         lb_reload_start(d, d->reload_again_trigger);
     }
+}
+
+void
+lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
+{
+    struct lb_reload_run *run = d->reload_run;
+
+    if (run == NULL || number < run->number)
+        return;
+    run->switched++;
+    lb_reload_finish_if_switched(d);
 }
 
 /* A reload ended (run: the one that committed, NULL on failure): counted,
