@@ -9,8 +9,9 @@
  * configuration generation) and its weights never change afterwards. Two
  * fields of each server change while workers pick, both atomics in its
  * struct bal_live:
- *   - in_rotation: written by the main thread (what bal_rotation_decide
- *     returned), read by every worker on each pick;
+ *   - in_rotation: written by one thread at a time (the daemon's, under
+ *     its state lock: what bal_rotation_decide returned), read by every
+ *     worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
  * Everything that changes on each pick (smooth round-robin weights, the
@@ -33,8 +34,9 @@ enum bal_algo {
 };
 
 /* What changes about a server while workers pick: its place in rotation
- * (written by the main thread, from bal_rotation_decide's verdict) and its
- * open connections (bumped by the worker that owns each one). A server kept
+ * (written under the daemon's state lock, from bal_rotation_decide's
+ * verdict) and its open connections (bumped by the worker that owns each
+ * one). A server kept
  * by a reload is one struct bal_live shared by the pools of every
  * generation that has it, so a session of an old generation that retries
  * sees today's rotation, and a connection is counted once. */

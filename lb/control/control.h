@@ -40,8 +40,9 @@ struct lb_backend {
     _Atomic uint32_t refs;
     uint32_t id;                        /* health-check key, stable */
 
-    struct bal_live live;               /* in_rotation: main writes it, from
-                                           the decision only */
+    struct bal_live live;               /* in_rotation: written under
+                                           state_lock, from the decision
+                                           only */
     _Atomic uint64_t total_connections;
     _Atomic uint64_t bytes_in;          /* from the server, to the client */
     _Atomic uint64_t bytes_out;         /* from the client, to the server */
