@@ -36,10 +36,9 @@ enum bal_algo {
 /* What changes about a server while workers pick: its place in rotation
  * (written under the daemon's state lock, from bal_rotation_decide's
  * verdict) and its open connections (bumped by the worker that owns each
- * one). A server kept
- * by a reload is one struct bal_live shared by the pools of every
- * generation that has it, so a session of an old generation that retries
- * sees today's rotation, and a connection is counted once. */
+ * one). A server kept by a reload is one struct bal_live shared by the
+ * pools of every generation that has it, so a session of an old generation
+ * that retries sees today's rotation, and a connection is counted once. */
 struct bal_live {
     _Atomic bool in_rotation;
     _Atomic uint32_t active_connections;
