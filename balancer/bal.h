@@ -48,6 +48,8 @@ struct bal_live {
  * pool owns the array. */
 struct bal_server {
     uint32_t weight;                       /* >= 1, immutable */
+    uint32_t max_active;                   /* connection cap, 0 = none;
+                                              immutable once picks begin */
     uint64_t id_hash;                      /* hash of the server's name: keeps
                                               source hashing stable across
                                               reloads and reorderings */
@@ -85,7 +87,33 @@ void bal_cursor_free(struct bal_cursor *c);
 int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
              uint64_t client_hash, const uint32_t *tried, size_t ntried);
 
+/* Picks a server for attempt ntried + 1 of one connection and takes one of
+ * its connection slots (bal_server_conn_end gives it back). Servers in
+ * rotation that this connection has not tried come first, as bal_pick
+ * orders them; once every one was tried, the one whose latest attempt is
+ * the oldest is tried again and *is_again is set (redispatch). A server at
+ * its cap (max_active) is passed over. Returns the index, BAL_PICK_NONE
+ * when no server is in rotation, BAL_PICK_FULL when every server in
+ * rotation is at its cap (the caller may queue the connection). */
+#define BAL_PICK_NONE (-1)
+#define BAL_PICK_FULL (-2)
+int bal_pick_attempt(const struct bal_pool *p, struct bal_cursor *c,
+                     uint64_t client_hash, const uint32_t *tried,
+                     size_t ntried, bool *is_again);
+
+/* Takes a slot of server i if it is in rotation and below its cap: the
+ * check and the count are one atomic step, so workers racing for the last
+ * slot cannot both win. */
+bool bal_server_take_slot(struct bal_pool *p, size_t i);
+
+/* The pause before trying a server again that this connection already
+ * tried (again-th time, >= 1): 25 ms doubling per repeat, at most 1 s,
+ * jittered to 50-150% from the cursor's random stream so that the
+ * connects a burst lost do not return in one wave. */
+uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again);
+
 /* Rotation and connection accounting; any thread. */
+void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active);
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in);
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i);
 /* Makes server i use live instead of its own: the daemon keeps one per

@@ -40,14 +40,26 @@ static inline uint64_t bal_mix64(uint64_t x)
     return x;
 }
 
-/* True when server i may be picked: in rotation and not yet tried by this
+/* True when server i can take a connection: in rotation and below its
+ * cap. The cap is a hint here; bal_server_take_slot enforces it. */
+static inline bool bal_server_available(const struct bal_pool *p, size_t i)
+{
+    const struct bal_server *s = &p->servers[i];
+
+    if (!atomic_load_explicit(&s->live->in_rotation, memory_order_relaxed))
+        return false;
+    return s->max_active == 0 ||
+           atomic_load_explicit(&s->live->active_connections,
+                                memory_order_relaxed) < s->max_active;
+}
+
+/* True when server i may be picked: available and not yet tried by this
  * connection. tried[] holds a handful of retries at most, so a linear scan
  * beats any set structure. */
 static inline bool bal_server_eligible(const struct bal_pool *p, size_t i,
                                        const uint32_t *tried, size_t ntried)
 {
-    if (!atomic_load_explicit(&p->servers[i].live->in_rotation,
-                              memory_order_relaxed))
+    if (!bal_server_available(p, i))
         return false;
     for (size_t k = 0; k < ntried; k++)
         if (tried[k] == i)

@@ -113,6 +113,68 @@ int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
     return -1;
 }
 
+/* The tried server to try again: of those available, the one whose latest
+ * attempt is the oldest. tried[] is in attempt order, so that is the first
+ * entry that is an available server's last occurrence. */
+static int bal_pick_again(const struct bal_pool *p, const uint32_t *tried,
+                          size_t ntried)
+{
+    for (size_t k = 0; k < ntried; k++) {
+        bool is_last = true;
+
+        for (size_t j = k + 1; j < ntried && is_last; j++)
+            is_last = tried[j] != tried[k];
+        if (is_last && tried[k] < p->nservers && bal_server_available(p, tried[k]))
+            return (int)tried[k];
+    }
+    return -1;
+}
+
+static bool bal_pool_any_in_rotation(const struct bal_pool *p)
+{
+    for (size_t i = 0; i < p->nservers; i++)
+        if (bal_server_in_rotation(p, i))
+            return true;
+    return false;
+}
+
+/* A lost race for a server's last slot makes it unavailable on the next
+ * look, so a few rounds settle; the bound only guards against a pool whose
+ * slots free and fill faster than we look. */
+#define BAL_TAKE_ROUNDS 8
+
+int bal_pick_attempt(const struct bal_pool *p, struct bal_cursor *c,
+                     uint64_t client_hash, const uint32_t *tried,
+                     size_t ntried, bool *is_again)
+{
+    struct bal_pool *mp = (struct bal_pool *)p;    /* slots are atomics */
+
+    for (int round = 0; round < BAL_TAKE_ROUNDS; round++) {
+        int i = bal_pick(p, c, client_hash, tried, ntried);
+
+        *is_again = false;
+        if (i < 0) {
+            i = bal_pick_again(p, tried, ntried);
+            *is_again = i >= 0;
+        }
+        if (i < 0)
+            break;
+        if (bal_server_take_slot(mp, (size_t)i))
+            return i;
+    }
+    return bal_pool_any_in_rotation(p) ? BAL_PICK_FULL : BAL_PICK_NONE;
+}
+
+uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again)
+{
+    uint32_t base = again >= 7 ? 1000 : 25u << (again > 0 ? again - 1 : 0);
+
+    if (base > 1000)
+        base = 1000;
+    c->rng += UINT64_C(0x9e3779b97f4a7c15);
+    return base / 2 + (uint32_t)(bal_mix64(c->rng) % base);
+}
+
 /* Relaxed order throughout: these are counters and flags that a pick reads
  * as a hint, not locks guarding other memory. A worker that sees a server
  * leave rotation one pick late sends it one more connection, which the
@@ -128,6 +190,28 @@ bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
 {
     return atomic_load_explicit(&p->servers[i].live->in_rotation,
                                 memory_order_relaxed);
+}
+
+void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active)
+{
+    p->servers[i].max_active = max_active;
+}
+
+bool bal_server_take_slot(struct bal_pool *p, size_t i)
+{
+    struct bal_server *s = &p->servers[i];
+    uint32_t n = atomic_load_explicit(&s->live->active_connections,
+                                      memory_order_relaxed);
+
+    if (!bal_server_in_rotation(p, i))
+        return false;
+    do {
+        if (s->max_active != 0 && n >= s->max_active)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+                 &s->live->active_connections, &n, n + 1,
+                 memory_order_relaxed, memory_order_relaxed));
+    return true;
 }
 
 void bal_server_conn_start(struct bal_pool *p, size_t i)

@@ -1,11 +1,15 @@
 """Connect retries: a refused backend connect is retried on another server
-(up to `retries`) so the client never notices; when every attempt fails the
-client connection is closed and event=no_server is logged."""
+(up to `retries`) so the client never notices; once every server was tried,
+the one tried longest ago is tried again after a short jittered pause, up
+to `retries` more attempts in all; when every attempt fails the client
+connection is closed and event=no_server is logged."""
 
+import socket
+import threading
 from collections import Counter
 
 import harness
-from harness import LbTestCase, fetch_name, request
+from harness import HOST, IO_TIMEOUT, LbTestCase, fetch_name, free_port, request, wait_for
 
 
 def rr_connect_failures(weights, dead, n, start, retries):
@@ -150,6 +154,64 @@ class RetryTest(LbTestCase):
         for i in range(30):
             self.assertEqual(fetch_name(lb.port), "web3", f"connection {i + 1}")
         self.assertEqual(live.accepted, 30)
+
+    def test_retries_go_beyond_the_pool_size(self):
+        # Two refused servers, retries = 4: five attempts per client,
+        # alternating (the server tried longest ago goes next), with a
+        # pause before each repeat of 50-150% of 25, 50, 100 ms.
+        a, b = self.refused(), self.refused()
+        lb = self.lb([("a", a), ("b", b)], retries=4, workers=1,
+                     allowed_errors={"no_server"})
+        clients = 6
+        for i in range(clients):
+            data, how = request(lb.port, timeout=10)
+            self.assertEqual(data, b"", f"connection {i + 1}: got data")
+        nos = lb.wait_event("no_server", count=clients)
+        self.assertEqual({e.get("reason") for e in nos}, {"5 connect attempts failed"})
+        fails = lb.wait_event("connect_failed", count=5 * clients)
+        by_client = {}
+        for e in fails:
+            by_client.setdefault(e["client"], []).append(e)
+        gaps = []
+        for client, evs in by_client.items():
+            self.assertEqual([e["attempt"] for e in evs], ["1", "2", "3", "4", "5"], client)
+            names = [e["server"] for e in evs]
+            self.assertIn(names, (list("ababa"), list("babab")), client)
+            t = [harness.event_time(e) for e in evs]
+            gaps.append([round((t[k + 1] - t[k]) * 1000) for k in range(4)])
+        for g in gaps:
+            # Each repeat waits at least half its base (the log's clock has
+            # 1 ms steps).
+            self.assertGreaterEqual(g[1], 12 - 1, gaps)
+            self.assertGreaterEqual(g[2], 25 - 1, gaps)
+            self.assertGreaterEqual(g[3], 50 - 1, gaps)
+        self.assertGreater(len({tuple(g[1:]) for g in gaps}), 1,
+                           f"the pauses are not jittered: {gaps}")
+
+    def test_one_server_pool_is_retried_until_it_answers(self):
+        # A pool of one server that refuses, then comes up while the
+        # client's retries go on: the client is served by a later attempt.
+        port = free_port()
+        lb = self.lb([("only", f"{HOST}:{port}")], retries=8, workers=1)
+        c = self.client(lb.port)
+        c.sendall(b"hi\n")
+        lb.wait_event("connect_failed", server="only", attempt="1")
+        srv = socket.socket()
+        self.addCleanup(srv.close)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((HOST, port))
+        srv.listen(8)
+
+        def serve():
+            conn, _ = srv.accept()
+            with conn:
+                conn.sendall(b"late\n")
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        got, how = harness.recv_until_eof(c, timeout=IO_TIMEOUT)
+        self.assertEqual(got, b"late\n", how)
+        t.join(IO_TIMEOUT)
+        self.assertFalse(lb.events("no_server"))
 
 
 if __name__ == "__main__":
