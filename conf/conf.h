@@ -81,6 +81,7 @@ struct conf_server {
     char *name;
     struct conf_addr addr;
     uint32_t weight;
+    uint32_t max_connections;       /* 0 = no cap */
     int line;
 };
 
@@ -93,6 +94,8 @@ struct conf_pool {
     uint64_t connect_timeout_ms;
     uint64_t idle_timeout_ms;
     uint32_t retries;
+    uint32_t queue_max;             /* 0 = bounded by max_connections only */
+    uint64_t queue_timeout_ms;
 
     /* health checks */
     enum conf_check check;

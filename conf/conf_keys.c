@@ -129,6 +129,9 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_DURATION(struct conf_pool, "idle_timeout", idle_timeout_ms, "5m",
                   CONF_MSEC(1), CONF_HOURS(24)),
     CONF_COUNT(struct conf_pool, retries, "2", 0, 32),
+    CONF_COUNT(struct conf_pool, queue_max, "0", 0, 1000000),
+    CONF_DURATION(struct conf_pool, "queue_timeout", queue_timeout_ms, "5s",
+                  CONF_MSEC(1), CONF_HOURS(1)),
     CONF_ENUM(struct conf_pool, check, "tcp", conf_check_names),
     CONF_TYPED(struct conf_pool, "check_path", check_path, CONF_TYPE_PATH,
                "/", 0),
@@ -366,8 +369,7 @@ conf_set_server(const struct conf_key *k, void *field, const char *value,
     char name[CONF_NAME_MAX + 1];
 
     memset(&srv, 0, sizeof(srv));
-    if (conf_parse_server(value, name, &srv.addr, &srv.weight, err,
-                          errlen) != 0)
+    if (conf_parse_server(value, name, &srv, err, errlen) != 0)
         return -1;
     srv.name = strdup(name);
     grown = pool->servers;

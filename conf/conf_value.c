@@ -505,16 +505,72 @@ conf_next_token(const char **p)
     return n;
 }
 
-int
-conf_parse_server(const char *s, char *name, struct conf_addr *addr,
-                  uint32_t *weight, char *err, size_t errlen)
+/* The options after a server's address: each NAME=N, at most once. */
+struct conf_server_opt {
+    const char *name;
+    uint64_t min, max;
+    size_t offset;                      /* of a uint32_t in conf_server */
+};
+
+static const struct conf_server_opt conf_server_opts[] = {
+    { "weight", CONF_WEIGHT_MIN, CONF_WEIGHT_MAX, offsetof(struct conf_server, weight) },
+    { "max_connections", 0, CONF_SERVER_CONNS_MAX,
+      offsetof(struct conf_server, max_connections) },
+};
+#define CONF_SERVER_NOPTS (sizeof(conf_server_opts) / sizeof(conf_server_opts[0]))
+
+static int
+conf_parse_server_opt(const char *name, const char *p, size_t n, struct conf_server *out,
+                      unsigned *seen, char *err, size_t errlen)
 {
-    static const char conf_server_usage[] = "use NAME HOST:PORT [weight=N]";
-    static const char conf_weight_opt[] = "weight=";
-    char abuf[sizeof(addr->text)];
+    static const char conf_server_usage[] =
+        "use NAME HOST:PORT [weight=N] [max_connections=N]";
+    const char *eq = memchr(p, '=', n);
+    size_t klen = eq != NULL ? (size_t)(eq - p) : n;
+
+    for (size_t k = 0; k < CONF_SERVER_NOPTS; k++) {
+        const struct conf_server_opt *o = &conf_server_opts[k];
+        const char *v = p + klen + 1;
+        size_t vlen = n - klen - 1;
+        uint64_t x;
+        int rc;
+
+        if (eq == NULL || strlen(o->name) != klen || memcmp(o->name, p, klen) != 0)
+            continue;
+        if (*seen & (1u << k)) {
+            snprintf(err, errlen, "server %s: %s is given twice", name, o->name);
+            return -1;
+        }
+        *seen |= 1u << k;
+        rc = conf_parse_digits(v, vlen, &x);
+        if (rc == -1) {
+            snprintf(err, errlen, "server %s: %s \"%.*s\" is not a number",
+                     name, o->name, (int)vlen, v);
+            return -1;
+        }
+        if (rc == -2 || x < o->min || x > o->max) {
+            snprintf(err, errlen, "server %s: %s %.*s is out of range "
+                     "(%llu..%llu)", name, o->name, (int)vlen, v,
+                     (unsigned long long)o->min, (unsigned long long)o->max);
+            return -1;
+        }
+        *(uint32_t *)(void *)((char *)out + o->offset) = (uint32_t)x;
+        return 0;
+    }
+    snprintf(err, errlen, "server %s: unknown option \"%.*s\" (%s)", name,
+             (int)n, p, conf_server_usage);
+    return -1;
+}
+
+int
+conf_parse_server(const char *s, char *name, struct conf_server *out,
+                  char *err, size_t errlen)
+{
+    static const char conf_server_usage[] = "use NAME HOST:PORT [weight=N] [max_connections=N]";
+    char abuf[sizeof(out->addr.text)];
     char msg[384];
     const char *p = s;
-    bool has_weight = false;
+    unsigned seen = 0;
     size_t n;
 
     n = conf_next_token(&p);
@@ -549,7 +605,7 @@ conf_parse_server(const char *s, char *name, struct conf_addr *addr,
     memcpy(abuf, p, n);
     abuf[n] = '\0';
     p += n;
-    switch (conf_parse_addr(abuf, false, addr, msg, sizeof(msg))) {
+    switch (conf_parse_addr(abuf, false, &out->addr, msg, sizeof(msg))) {
     case CONF_ADDR_OK:
         break;
     case CONF_ADDR_NO_PORT:
@@ -561,35 +617,11 @@ conf_parse_server(const char *s, char *name, struct conf_addr *addr,
         return -1;
     }
 
-    *weight = 1;
+    out->weight = 1;
+    out->max_connections = 0;
     while ((n = conf_next_token(&p)) != 0) {
-        size_t nopt = sizeof(conf_weight_opt) - 1;
-        uint64_t w;
-        int rc;
-
-        if (n < nopt || strncmp(p, conf_weight_opt, nopt) != 0) {
-            snprintf(err, errlen, "server %s: unknown option \"%.*s\" (%s)",
-                     name, (int)n, p, conf_server_usage);
+        if (conf_parse_server_opt(name, p, n, out, &seen, err, errlen) != 0)
             return -1;
-        }
-        if (has_weight) {
-            snprintf(err, errlen, "server %s: weight is given twice", name);
-            return -1;
-        }
-        has_weight = true;
-        rc = conf_parse_digits(p + nopt, n - nopt, &w);
-        if (rc == -1) {
-            snprintf(err, errlen, "server %s: weight \"%.*s\" is not a number",
-                     name, (int)(n - nopt), p + nopt);
-            return -1;
-        }
-        if (rc == -2 || w < CONF_WEIGHT_MIN || w > CONF_WEIGHT_MAX) {
-            snprintf(err, errlen, "server %s: weight %.*s is out of range "
-                     "(%d..%d)", name, (int)(n - nopt), p + nopt,
-                     CONF_WEIGHT_MIN, CONF_WEIGHT_MAX);
-            return -1;
-        }
-        *weight = (uint32_t)w;
         p += n;
     }
     return 0;

@@ -21,6 +21,7 @@
 #define CONF_NAME_MAX 63            /* frontend, pool and server names */
 #define CONF_WEIGHT_MIN 1
 #define CONF_WEIGHT_MAX 256
+#define CONF_SERVER_CONNS_MAX 1000000   /* a server's max_connections */
 #define CONF_STATUS_MIN 100
 #define CONF_STATUS_MAX 599
 
@@ -76,12 +77,13 @@ enum conf_addr_status conf_parse_addr(const char *s, bool is_listen,
  * port, and the same address or one of them the wildcard. */
 bool conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b);
 
-/* A pool's "server" value: NAME HOST:PORT [weight=N]. Writes the name into
+/* A pool's "server" value: NAME HOST:PORT [weight=N] [max_connections=N].
+ * Fills out's addr, weight and max_connections and writes the name into
  * name (at least CONF_NAME_MAX + 1 bytes). Unlike the other parsers, its
  * message is complete after "FILE:LINE: " because it names the server
  * ("server web1: ...") once the name is known. */
-int conf_parse_server(const char *s, char *name, struct conf_addr *addr,
-                      uint32_t *weight, char *err, size_t errlen);
+int conf_parse_server(const char *s, char *name, struct conf_server *out,
+                      char *err, size_t errlen);
 
 /* Finds the first byte that makes buf (len bytes) not a text file: NUL,
  * other control characters than tab and line ends, DEL, or invalid UTF-8.

@@ -11,6 +11,7 @@
  * bump are atomics, read without a lock.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,11 @@ struct lb_stats_snap {
         size_t in_rotation;
         bool is_guard_active;
         struct lb_hist check_duration;
+        struct lb_queue_view {
+            uint32_t depth;
+            uint64_t queued_total, timeouts_total, full_total;
+            struct lb_hist wait;
+        } queue;
     } *pools;
     struct lb_server_view *removed;     /* draining servers a reload removed */
     struct lb_gen **removed_gens;       /* one reference each, per entry */
@@ -190,7 +196,17 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
         for (size_t i = 0, k = 0; i < sn->g->conf->npools; i++) {
             const struct lb_pool *p = &sn->g->pools[i];
 
-            sn->pools[i].check_duration = p->stats->check_duration;
+            const struct lb_queue *q = &p->shared->queue;
+
+            sn->pools[i].check_duration = p->shared->check_duration;
+            /* state_lock, then the queue's lock: the order queue.c allows */
+            pthread_mutex_lock((pthread_mutex_t *)&q->lock);
+            sn->pools[i].queue = (struct lb_queue_view){
+                .depth = atomic_load(&q->depth), .queued_total = q->queued_total,
+                .timeouts_total = q->timeouts_total, .full_total = q->full_total,
+                .wait = q->wait,
+            };
+            pthread_mutex_unlock((pthread_mutex_t *)&q->lock);
             for (size_t j = 0; j < p->conf->nservers; j++, k++) {
                 lb_admin_view_take(sn->g->servers[k], &sn->servers[k]);
                 sn->pools[i].in_rotation += sn->servers[k].in_rotation;
@@ -222,13 +238,13 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     LB_ADD_LIT(out, ",\"address\":");
     lb_json_str(out, srv->conf->addr.text);
     evbuffer_add_printf(out,
-        ",\"weight\":%u,\"state\":\"%s\",\"guarded\":%s,\"health\":\"%s\",\"admin\":\"%s\","
+        ",\"weight\":%u,\"max_connections\":%u,\"state\":\"%s\",\"guarded\":%s,\"health\":\"%s\",\"admin\":\"%s\","
         "\"check\":\"%s\",\"active_connections\":%u,\"total_connections\":%llu,"
         "\"bytes_in\":%llu,\"bytes_out\":%llu,\"connect_failures\":%llu,"
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
-        srv->conf->weight, bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
+        srv->conf->weight, srv->conf->max_connections, bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
         v->is_guarded ? "true" : "false",
         bal_health_state_name(v->health),
         bal_admin_name(v->admin),
@@ -294,6 +310,7 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
     for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
         const struct lb_pool *p = &g->pools[i];
         const struct lb_server_view *v = &sn.servers[first];
+        const struct lb_queue_view *qv = &sn.pools[i].queue;
 
         if (i)
             LB_ADD_LIT(out, ",");
@@ -301,13 +318,20 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         lb_json_str(out, p->conf->name);
         evbuffer_add_printf(out,
             ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
-            "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,\"servers\":[",
+            "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,"
+            "\"queue\":{\"depth\":%u,\"max\":%u,\"timeout_ms\":%llu,\"queued_total\":%llu,"
+            "\"timeouts_total\":%llu,\"full_total\":%llu,\"wait_ms_mean\":",
             conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
             p->conf->nservers, sn.pools[i].in_rotation,
             sn.pools[i].is_guard_active ? "true" : "false",
             bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
                             p->conf->nservers),
-            (unsigned long long)p->conf->drain_timeout_ms);
+            (unsigned long long)p->conf->drain_timeout_ms, qv->depth, p->conf->queue_max,
+            (unsigned long long)p->conf->queue_timeout_ms,
+            (unsigned long long)qv->queued_total, (unsigned long long)qv->timeouts_total,
+            (unsigned long long)qv->full_total);
+        lb_json_num(out, qv->wait.count ? qv->wait.sum_ms / (double)qv->wait.count : 0);
+        LB_ADD_LIT(out, "},\"servers\":[");
         for (size_t k = 0; k < p->conf->nservers; k++) {
             if (k)
                 LB_ADD_LIT(out, ",");
@@ -435,6 +459,8 @@ static void lb_prom_checks(struct evbuffer *o, const struct lb_server_view *v)
 { evbuffer_add_printf(o, "%llu\n", (unsigned long long)v->checks); }
 static void lb_prom_consec_fail(struct evbuffer *o, const struct lb_server_view *v)
 { evbuffer_add_printf(o, "%u\n", v->consecutive_failures); }
+static void lb_prom_max_conns(struct evbuffer *o, const struct lb_server_view *v)
+{ evbuffer_add_printf(o, "%u\n", v->srv->conf->max_connections); }
 
 /* The per-server families: one table, one loop. */
 static const struct {
@@ -452,6 +478,20 @@ static const struct {
     { "lb_server_guarded", "gauge", "1 when failing but held in rotation by min_servers", lb_prom_guarded },
     { "lb_server_checks_total", "counter", "Health probes completed", lb_prom_checks },
     { "lb_server_consecutive_failures", "gauge", "Current run of failed probes", lb_prom_consec_fail },
+    { "lb_server_max_connections", "gauge", "The server's max_connections (0: no cap)", lb_prom_max_conns },
+};
+
+/* The per-pool queue counters: one table, one loop. */
+static const struct {
+    const char *name, *type, *help;
+    size_t offset;                      /* of a uint64_t in lb_queue_view */
+} lb_prom_queue_metrics[] = {
+    { "lb_pool_queued_total", "counter", "Clients that waited in the pool's queue",
+      offsetof(struct lb_queue_view, queued_total) },
+    { "lb_pool_queue_timeouts_total", "counter", "Queued clients closed by queue_timeout",
+      offsetof(struct lb_queue_view, timeouts_total) },
+    { "lb_pool_queue_full_total", "counter", "Clients refused because queue_max were waiting",
+      offsetof(struct lb_queue_view, full_total) },
 };
 
 int
@@ -492,6 +532,18 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     for (size_t i = 0; i < g->conf->npools; i++)
         lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name,
                     sn.pools[i].in_rotation);
+    lb_prom_head(out, "lb_pool_queue_depth", "gauge", "Clients waiting for a connection slot");
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_queue_depth", "pool", g->pools[i].conf->name,
+                    sn.pools[i].queue.depth);
+    for (size_t m = 0; m < sizeof(lb_prom_queue_metrics) / sizeof(lb_prom_queue_metrics[0]); m++) {
+        lb_prom_head(out, lb_prom_queue_metrics[m].name, lb_prom_queue_metrics[m].type,
+                     lb_prom_queue_metrics[m].help);
+        for (size_t i = 0; i < g->conf->npools; i++)
+            lb_prom_one(out, lb_prom_queue_metrics[m].name, "pool", g->pools[i].conf->name,
+                        *(const uint64_t *)(const void *)((const char *)&sn.pools[i].queue +
+                                                          lb_prom_queue_metrics[m].offset));
+    }
     for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
@@ -509,6 +561,14 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
         lb_prom_hist(out, "lb_check_duration_seconds", labels,
                      &sn.pools[i].check_duration);
+    }
+    lb_prom_head(out, "lb_pool_queue_wait_seconds", "histogram",
+                 "How long served clients waited in the pool's queue");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        char labels[128];
+
+        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
+        lb_prom_hist(out, "lb_pool_queue_wait_seconds", labels, &sn.pools[i].queue.wait);
     }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");

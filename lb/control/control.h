@@ -8,6 +8,7 @@
 #ifndef LB_CONTROL_H
 #define LB_CONTROL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,15 +87,32 @@ struct lb_server {
     struct lb_backend *b;               /* one reference */
 };
 
-/* Pool figures kept across reloads by pool name. */
-struct lb_pool_stats {
+/* A pool's clients waiting for a connection slot while every server in
+ * rotation is at its max_connections (data/queue.c). One per pool name,
+ * shared by every worker and generation: first come, first served. */
+struct lb_waiter;
+struct lb_queue {
+    pthread_mutex_t lock;               /* the list, grants and figures */
+    struct lb_waiter *head, *tail;      /* oldest first */
+    _Atomic uint32_t depth;             /* read without the lock: is anyone
+                                           waiting? */
+    uint64_t queued_total;              /* clients that waited */
+    uint64_t timeouts_total;            /* ... and gave up (queue_timeout) */
+    uint64_t full_total;                /* refused: queue_max reached */
+    struct lb_hist wait;                /* enqueue to slot, served ones */
+    size_t kick_from;                   /* where a kick's server scan starts */
+};
+
+/* What a pool keeps across reloads by name: figures and its queue. */
+struct lb_pool_shared {
     _Atomic uint32_t refs;
     struct lb_hist check_duration;      /* under daemon->state_lock */
+    struct lb_queue queue;
 };
 
 struct lb_pool {
     const struct conf_pool *conf;
-    struct lb_pool_stats *stats;        /* one reference */
+    struct lb_pool_shared *shared;      /* one reference */
     size_t index;                       /* in gen->pools */
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */

@@ -181,6 +181,32 @@ lb_addr_equal(const struct conf_addr *a, const struct conf_addr *b)
 
 /* ---------------------------------------------------------------- pools */
 
+static struct lb_pool_shared *
+lb_pool_shared_new(void)
+{
+    struct lb_pool_shared *ps = calloc(1, sizeof(*ps));
+
+    if (ps == NULL)
+        return NULL;
+    if (pthread_mutex_init(&ps->queue.lock, NULL) != 0) {
+        free(ps);
+        return NULL;
+    }
+    atomic_init(&ps->refs, 1);
+    return ps;
+}
+
+/* The queue is empty by then: a waiter holds a reference to its
+ * generation, which holds this. */
+static void
+lb_pool_shared_unref(struct lb_pool_shared *ps)
+{
+    if (ps == NULL || atomic_fetch_sub(&ps->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&ps->queue.lock);
+    free(ps);
+}
+
 static int
 lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp,
                  size_t index, const struct lb_gen *old, const struct lb_gen_index *ix,
@@ -195,14 +221,14 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
     p->index = index;
     for (size_t i = 0; old != NULL && i < old->conf->npools; i++) {
         if (strcmp(old->pools[i].conf->name, cp->name) == 0) {
-            p->stats = old->pools[i].stats;
-            atomic_fetch_add(&p->stats->refs, 1);
+            p->shared = old->pools[i].shared;
+            atomic_fetch_add(&p->shared->refs, 1);
         }
     }
-    if (p->stats == NULL && (p->stats = calloc(1, sizeof(*p->stats))) != NULL)
-        atomic_init(&p->stats->refs, 1);
+    if (p->shared == NULL)
+        p->shared = lb_pool_shared_new();
     p->servers = calloc(n ? n : 1, sizeof(*p->servers));
-    if (weights == NULL || names == NULL || p->stats == NULL || p->servers == NULL)
+    if (weights == NULL || names == NULL || p->shared == NULL || p->servers == NULL)
         goto out;
     for (size_t i = 0; i < n; i++) {
         struct lb_server *srv = &p->servers[i];
@@ -228,6 +254,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
      * picks it. */
     for (size_t i = 0; i < n; i++) {
         bal_server_share(p->bal, i, &p->servers[i].b->live);
+        bal_server_set_cap(p->bal, i, cp->servers[i].max_connections);
         g->nservers++;
     }
     rc = 0;
@@ -250,8 +277,7 @@ lb_gen_free(struct lb_gen *g)
                 lb_backend_unref(p->servers[k].b);
             bal_pool_free(p->bal);
             free(p->servers);
-            if (p->stats != NULL && atomic_fetch_sub(&p->stats->refs, 1) == 1)
-                free(p->stats);
+            lb_pool_shared_unref(p->shared);
         }
     }
     if (g->frontends != NULL) {

@@ -162,6 +162,10 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
     for (size_t i = 0; i < n; i++)
         lb_decide_apply(d, d->decide_servers[i], &m[i], cause_reason, detection_ms, in_after,
                         &in_count);
+    /* A server back in rotation brings free slots: they go to the clients
+     * already queued for one (a no-op when nobody waits). */
+    if (pc != NULL && n > 0)
+        lb_queue_kick(&d->decide_servers[0]->pool->shared->queue);
 }
 
 static void
@@ -294,7 +298,7 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     if (r->lag_ms > srv->b->lag_ms_max)
         srv->b->lag_ms_max = r->lag_ms;
     lb_hist_observe(&st->lag, r->lag_ms);
-    lb_hist_observe(&srv->pool->stats->check_duration, r->duration_ms);
+    lb_hist_observe(&srv->pool->shared->check_duration, r->duration_ms);
     /* Logged before the transition it may cause, which the tests read as
      * its cause (harness.transition_streak). */
     lb_log(CONF_LOG_DEBUG, "check",

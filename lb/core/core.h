@@ -7,6 +7,7 @@
 #ifndef LB_CORE_H
 #define LB_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,38 @@ void lb_log_emit(enum conf_log_level level, const char *event,
     do {                                                                     \
         if (lb_log_enabled(level))                                           \
             lb_log_emit(level, event, __VA_ARGS__);                          \
+    } while (0)
+
+/* A rate limit for one event that single clients can cause many of at once
+ * (no_server, connect_failed, queue_timeout...): at most per_s lines in
+ * each second; the first line written after some were held back carries
+ * suppressed=N, how many. Declare one per event, static:
+ *     static struct lb_log_limit lim = LB_LOG_LIMIT(50);
+ * Any thread (the count is approximate under races, never blocking). */
+struct lb_log_limit {
+    uint32_t per_s;
+    _Atomic uint64_t window_ms;         /* start of the current second */
+    _Atomic uint32_t used;              /* lines written in it */
+    _Atomic uint32_t held;              /* held back since the last line */
+};
+#define LB_LOG_LIMIT(n) { .per_s = (n) }
+/* The limit of per-client events. */
+#define LB_LOG_CLIENT_EVENTS_PER_S 50
+
+/* True when one more line may be written now; *held is then the count of
+ * lines held back before it. */
+bool lb_log_limit_take(struct lb_log_limit *l, uint32_t *held);
+
+#define lb_log_limited(limit, level, event, fmt, ...)                        \
+    do {                                                                     \
+        uint32_t lb_held_;                                                   \
+        if (lb_log_enabled(level) && lb_log_limit_take(limit, &lb_held_)) {  \
+            if (lb_held_ != 0)                                               \
+                lb_log_emit(level, event, fmt " suppressed=%u", __VA_ARGS__, \
+                            lb_held_);                                       \
+            else                                                             \
+                lb_log_emit(level, event, fmt, __VA_ARGS__);                 \
+        }                                                                    \
     } while (0)
 
 /* Returns s ready for a key=value log line: as is when it is a plain token,

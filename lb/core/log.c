@@ -51,6 +51,25 @@ lb_log_enabled(enum conf_log_level level)
            atomic_load_explicit(&lb_log_min_level, memory_order_relaxed);
 }
 
+bool
+lb_log_limit_take(struct lb_log_limit *l, uint32_t *held)
+{
+    uint64_t now = lb_mono_ms();
+    uint64_t start = atomic_load_explicit(&l->window_ms, memory_order_relaxed);
+
+    /* The thread that opens a new second resets the count; a thread that
+     * loses that race counts against the new second, which is fine. */
+    if ((start == 0 || now - start >= 1000) &&
+        atomic_compare_exchange_strong(&l->window_ms, &start, now != 0 ? now : 1))
+        atomic_store_explicit(&l->used, 0, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&l->used, 1, memory_order_relaxed) >= l->per_s) {
+        atomic_fetch_add_explicit(&l->held, 1, memory_order_relaxed);
+        return false;
+    }
+    *held = atomic_exchange_explicit(&l->held, 0, memory_order_relaxed);
+    return true;
+}
+
 void
 lb_log_emit(enum conf_log_level level, const char *event, const char *fmt, ...)
 {

@@ -42,11 +42,13 @@ enum lb_worker_msg_kind {
     LB_WORKER_DRAIN,                    /* a server started draining: scan */
     LB_WORKER_WAKE,                     /* the connection cap paused or
                                            resumed: look at the flag */
+    LB_WORKER_GRANT,                    /* a queued session got a slot */
 };
 
 struct lb_worker_msg {
     enum lb_worker_msg_kind kind;
     struct lb_gen *gen;                 /* SWITCH: a reference for the worker */
+    struct lb_waiter *waiter;           /* GRANT: the worker's own session */
 };
 
 struct lb_worker {
@@ -88,6 +90,7 @@ void lb_worker_fini(struct lb_worker *w);     /* after the thread joined */
  * reference the worker takes over. Any thread. -1 when out of memory (a
  * SWITCH's reference then stays the caller's). */
 int lb_worker_post(struct lb_worker *w, enum lb_worker_msg_kind kind, struct lb_gen *gen);
+int lb_worker_post_grant(struct lb_worker *w, struct lb_waiter *wt);
 void lb_workers_post(struct lb_daemon *d, enum lb_worker_msg_kind kind);
 
 /* Releases one slot of the connection cap; resumes accepting in every worker
@@ -101,6 +104,40 @@ void lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b);
 /* Called by a session after it ended and unlinked itself (the worker ends
  * its loop during shutdown when it was the last one). */
 void lb_worker_session_gone(struct lb_worker *w);
+
+/* -------------------------------------------------------------- queue.c
+ * A pool's queue (struct lb_queue, control.h): clients that found every
+ * server in rotation at its max_connections wait here, oldest first, across
+ * workers, until a slot frees or queue_timeout passes (HAProxy's maxqueue
+ * and timeout queue). A slot is handed over by taking it for the oldest
+ * waiter and posting LB_WORKER_GRANT to the waiter's worker, which then
+ * connects. */
+
+/* A session's place in the queue, embedded in the session. Set by its
+ * worker before it joins; the links, is_queued and granted are under the
+ * queue's lock from then on. */
+struct lb_waiter {
+    struct lb_waiter *prev, *next;
+    struct lb_worker *w;
+    struct lb_pool *pool;               /* of the session's generation */
+    uint64_t since_ms;
+    int granted;                        /* server index in pool, or -1 */
+    bool is_queued;
+};
+
+/* Joins the queue of wt->pool: false when queue_max clients already wait.
+ * The waiter may be granted at once (a slot freed since its pick). */
+bool lb_queue_join(struct lb_waiter *wt);
+/* Leaves without a slot (queue timeout, shutdown): true when it was still
+ * waiting; false when a slot was granted and its GRANT is on the way (the
+ * session must wait for it and give the slot back). */
+bool lb_queue_leave(struct lb_waiter *wt, bool is_timeout);
+/* Gives back a connection slot of server i of pool p, which goes to the
+ * oldest waiter when anyone waits. Any worker. */
+void lb_queue_release_slot(struct lb_pool *p, size_t i);
+/* Hands every slot free now to the oldest waiters (a server came back into
+ * rotation). Any thread. */
+void lb_queue_kick(struct lb_queue *q);
 
 /* ------------------------------------------------------------ session.c */
 
@@ -117,8 +154,12 @@ struct lb_buf {
 void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client, socklen_t client_len);
 
-/* Closes a session at once (shutdown_timeout). Worker thread. */
+/* Closes a session at once (shutdown_timeout); one whose queue grant is on
+ * the way closes when it arrives. Worker thread. */
 void lb_session_abort(struct lb_session *s, const char *reason);
+
+/* A queued session of this worker got a slot: it connects. Worker thread. */
+void lb_session_on_grant(struct lb_waiter *wt);
 
 /* For the worker's drain scan: the next session of its list, the drain
  * deadline of the session's server (0 = none), and closing a session whose

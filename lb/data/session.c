@@ -5,11 +5,12 @@
  * Lifecycle (one state field, one exit):
  *
  *   accept --> CONNECTING --connected--> RELAYING --both sides shut,
- *                 |   ^                     |        an error, idle_timeout,
- *                 |   | connect failed:     |        shutdown_timeout
- *                 |   | next server         v
- *                 +---+------------------> lb_session_finish()  (frees)
- *                  no server / attempts used up
+ *               ^  |  |   ^                     |        an error, idle_timeout,
+ *        granted|  |  |   | connect failed:     |        shutdown_timeout
+ *      a slot   |  v  |   | next server         v
+ *             QUEUED  +---+------------------> lb_session_finish()  (frees)
+ *   every server at  \   no server / attempts used up     ^
+ *   max_connections   +---- queue_timeout ---------------+
  *
  * Relay: each direction (a "half") reads into a buffer and writes it out at
  * once; the buffer goes back to the worker when empty, so an idle session
@@ -43,11 +44,13 @@
 
 enum lb_session_state {
     LB_SESSION_CONNECTING = 0,
+    LB_SESSION_QUEUED,              /* waiting for a slot (queue.c) */
     LB_SESSION_RELAYING,
 };
 
 static const char *const lb_session_state_names[] = {
     [LB_SESSION_CONNECTING] = "connecting",
+    [LB_SESSION_QUEUED] = "queued",
     [LB_SESSION_RELAYING] = "relaying",
 };
 
@@ -89,13 +92,25 @@ struct lb_session {
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
     uint64_t attempt_ms;            /* when this attempt's connect began */
+    struct lb_waiter wait;          /* QUEUED */
+    const char *abort_reason;       /* aborted while its grant was on the
+                                       way: closes when it arrives */
     uint32_t tried[];               /* pool retries + 1 */
 };
+
+/* Events a single client can cause, each rate-limited on its own (see
+ * lb_log_limited): a burst of refused clients must not become a burst of
+ * log lines. */
+static struct lb_log_limit lb_no_server_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_connect_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_session_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 
 /* lb_session_pick: the session waits before its next attempt. */
 #define LB_PICK_PAUSED (-100)
 
 static void lb_session_connect(struct lb_session *s);
+static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(evutil_socket_t fd, short what, void *arg);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
 static void lb_session_on_read(evutil_socket_t fd, short what, void *arg);
@@ -150,8 +165,8 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     struct lb_session *s = calloc(1, sizeof(*s) + attempts * sizeof(uint32_t));
 
     if (s == NULL) {
-        lb_log(CONF_LOG_ERROR, "session_failed", "frontend=%s error=\"out of memory\"",
-               fe->conf->name);
+        lb_log_limited(&lb_session_failed_limit, CONF_LOG_ERROR, "session_failed",
+                       "frontend=%s error=\"out of memory\"", fe->conf->name);
         close(fd);
         lb_limit_release(w->daemon);
         return;
@@ -187,6 +202,12 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     atomic_fetch_add_explicit(&fe->stats->total_connections, 1, memory_order_relaxed);
 
     s->state = LB_SESSION_CONNECTING;
+    /* First come, first served: while clients wait for a slot, a new one
+     * queues behind them rather than take the next slot that frees. */
+    if (atomic_load_explicit(&pool->shared->queue.depth, memory_order_relaxed) != 0) {
+        lb_session_queue(s);
+        return;
+    }
     lb_session_connect(s);
 }
 
@@ -224,13 +245,13 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
      * and haproxy's logs put it, not strerror's capitalised sentence. */
     snprintf(lower, sizeof(lower), "%s", error);
     lower[0] = (char)tolower((unsigned char)lower[0]);
-    lb_log(CONF_LOG_WARN, "connect_failed",
-           "frontend=%s pool=%s server=%s addr=%s client=%s error=%s attempt=%u",
-           s->fe->conf->name, s->pool->conf->name, srv->conf->name,
-           srv->conf->addr.text, s->client_text,
-           lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
+    lb_log_limited(&lb_connect_failed_limit, CONF_LOG_WARN, "connect_failed",
+                   "frontend=%s pool=%s server=%s addr=%s client=%s error=%s attempt=%u",
+                   s->fe->conf->name, s->pool->conf->name, srv->conf->name,
+                   srv->conf->addr.text, s->client_text,
+                   lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     lb_session_observe_failure(s, srv);
-    bal_server_conn_end(s->pool->bal, srv->index);
+    lb_queue_release_slot(s->pool, srv->index);
     s->server = NULL;
     event_del(&s->s_write);
     event_del(&s->timer);
@@ -291,7 +312,7 @@ lb_session_pick(struct lb_session *s, bool *is_again)
          * holding its slot, so the retries of a burst spread out. */
         struct timeval tv = lb_session_tv(bal_retry_pause_ms(c, s->nagain + 1));
 
-        bal_server_conn_end(s->pool->bal, (size_t)idx);
+        lb_queue_release_slot(s->pool, (size_t)idx);
         s->is_paused = true;
         idx = event_add(&s->timer, &tv) == 0 ? LB_PICK_PAUSED : BAL_PICK_NONE;
     }
@@ -299,79 +320,138 @@ lb_session_pick(struct lb_session *s, bool *is_again)
     return idx;
 }
 
-/* Picks servers and connects until one connect is under way or done, or no
- * attempt is left. */
+/* Connects to server idx of the pool, whose slot the session holds.
+ * Returns false after an immediate failure (the slot is given back: the
+ * caller tries another server); true when the connect is under way, done,
+ * or the session was finished (freed). */
+static bool
+lb_session_try(struct lb_session *s, int idx)
+{
+    const struct conf_pool *pc = s->pool->conf;
+    struct lb_server *srv = &s->pool->servers[idx];
+    struct timeval tv;
+    char qbuf[128];
+    int fd;
+
+    s->is_paused = false;
+    s->tried[s->ntried++] = (uint32_t)idx;
+    s->server = srv;
+
+    fd = socket(srv->conf->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        /* Out of descriptors or memory here: another server will not
+         * help, so give up on this client. */
+        lb_log_limited(&lb_session_failed_limit, CONF_LOG_ERROR, "session_failed",
+                       "frontend=%s client=%s error=%s", s->fe->conf->name, s->client_text,
+                       lb_log_quote(qbuf, sizeof(qbuf), strerror(errno)));
+        lb_session_finish(s, "socket failed");
+        return true;
+    }
+    s->sfd = fd;
+    s->attempt_ms = lb_mono_ms();
+    s->is_syn_grace = false;
+    lb_session_nodelay(fd);
+    if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
+        lb_session_relay_start(s);
+        return true;
+    }
+    if (errno == EINPROGRESS) {
+        tv = lb_session_tv(pc->connect_timeout_ms);
+        event_assign(&s->s_write, s->w->base, fd, EV_WRITE, lb_session_on_connect, s);
+        if (event_add(&s->s_write, NULL) != 0 || event_add(&s->timer, &tv) != 0)
+            lb_session_finish(s, "event_add failed");
+        return true;
+    }
+    /* An immediate failure (no route, no local port left): the other
+     * servers may still be reachable. Refusals arrive later, through
+     * lb_session_on_connect. */
+    lb_session_connect_failed(s, strerror(errno));
+    return false;
+}
+
+/* Every server in rotation is at its max_connections: the client waits in
+ * the pool's queue, or is closed when queue_max clients already do. */
+static void
+lb_session_queue(struct lb_session *s)
+{
+    const struct conf_pool *pc = s->pool->conf;
+    struct timeval tv = lb_session_tv(pc->queue_timeout_ms);
+
+    s->wait = (struct lb_waiter){ .w = s->w, .pool = s->pool, .since_ms = lb_mono_ms(),
+                                  .granted = -1 };
+    if (event_add(&s->timer, &tv) != 0) {
+        lb_session_finish(s, "event_add failed");
+        return;
+    }
+    s->state = LB_SESSION_QUEUED;
+    if (!lb_queue_join(&s->wait)) {
+        lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
+                       "frontend=%s pool=%s client=%s reason=\"queue full\" queue_max=%u",
+                       s->fe->conf->name, pc->name, s->client_text, pc->queue_max);
+        lb_session_finish(s, "queue full");
+    }
+}
+
+/* Picks servers and connects until one connect is under way or done, the
+ * session waits (a retry's pause, the queue), or no attempt is left. */
 static void
 lb_session_connect(struct lb_session *s)
 {
     const struct conf_pool *pc = s->pool->conf;
-    char qbuf[128];
 
     for (;;) {
-        struct lb_server *srv;
-        struct timeval tv;
         bool is_again;
-        int idx, fd;
+        int idx;
 
         if (s->ntried == pc->retries + 1) {
-            lb_log(CONF_LOG_ERROR, "no_server",
-                   "frontend=%s pool=%s client=%s reason=\"%u connect attempts failed\"",
-                   s->fe->conf->name, pc->name, s->client_text, s->ntried);
+            lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
+                           "frontend=%s pool=%s client=%s reason=\"%u connect attempts failed\"",
+                           s->fe->conf->name, pc->name, s->client_text, s->ntried);
             lb_session_finish(s, "no server");
             return;
         }
         idx = lb_session_pick(s, &is_again);
         if (idx == LB_PICK_PAUSED)
             return;
+        if (idx == BAL_PICK_FULL) {
+            lb_session_queue(s);
+            return;
+        }
         if (idx < 0) {
-            lb_log(CONF_LOG_ERROR, "no_server", "frontend=%s pool=%s client=%s reason=%s",
-                   s->fe->conf->name, pc->name, s->client_text,
-                   idx == BAL_PICK_FULL ? "\"every server at its max_connections\""
-                   : s->ntried == 0     ? "\"no server in rotation\""
-                                        : "\"no other server to try\"");
+            lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
+                           "frontend=%s pool=%s client=%s reason=%s",
+                           s->fe->conf->name, pc->name, s->client_text,
+                           s->ntried == 0 ? "\"no server in rotation\""
+                                          : "\"no other server to try\"");
             lb_session_finish(s, "no server");
             return;
         }
         if (is_again)
             s->nagain++;
-        s->is_paused = false;
-        s->tried[s->ntried++] = (uint32_t)idx;
-        srv = &s->pool->servers[idx];
-        s->server = srv;
-
-        fd = socket(srv->conf->addr.ss.ss_family,
-                    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            /* Out of descriptors or memory here: another server will not
-             * help, so give up on this client. */
-            lb_log(CONF_LOG_ERROR, "session_failed", "frontend=%s client=%s error=%s",
-                   s->fe->conf->name, s->client_text,
-                   lb_log_quote(qbuf, sizeof(qbuf), strerror(errno)));
-            lb_session_finish(s, "socket failed");
+        if (lb_session_try(s, idx))
             return;
-        }
-        s->sfd = fd;
-        s->attempt_ms = lb_mono_ms();
-        s->is_syn_grace = false;
-        lb_session_nodelay(fd);
-        if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss,
-                    srv->conf->addr.len) == 0) {
-            lb_session_relay_start(s);
-            return;
-        }
-        if (errno == EINPROGRESS) {
-            tv = lb_session_tv(pc->connect_timeout_ms);
-            event_assign(&s->s_write, s->w->base, fd, EV_WRITE, lb_session_on_connect, s);
-            if (event_add(&s->s_write, NULL) == 0 && event_add(&s->timer, &tv) == 0)
-                return;
-            lb_session_finish(s, "event_add failed");
-            return;
-        }
-        /* An immediate failure (no route, no local port left): the other
-         * servers may still be reachable. Refusals arrive later, through
-         * lb_session_on_connect. */
-        lb_session_connect_failed(s, strerror(errno));
     }
+}
+
+void
+lb_session_on_grant(struct lb_waiter *wt)
+{
+    struct lb_session *s = (struct lb_session *)(void *)((char *)wt -
+                                                         offsetof(struct lb_session, wait));
+    const struct conf_pool *pc = s->pool->conf;
+
+    if (s->abort_reason != NULL) {
+        lb_queue_release_slot(s->pool, (size_t)wt->granted);
+        lb_session_finish(s, s->abort_reason);
+        return;
+    }
+    event_del(&s->timer);
+    s->state = LB_SESSION_CONNECTING;
+    lb_log(CONF_LOG_DEBUG, "dequeued", "frontend=%s pool=%s client=%s waited_ms=%llu",
+           s->fe->conf->name, pc->name, s->client_text,
+           (unsigned long long)(lb_mono_ms() - wt->since_ms));
+    if (!lb_session_try(s, wt->granted))
+        lb_session_connect(s);
 }
 
 static void
@@ -447,6 +527,17 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
     struct timeval tv;
     char msg[64];
 
+    if (s->state == LB_SESSION_QUEUED) {
+        /* A grant that won the race is on its way: it connects. */
+        if (!lb_queue_leave(&s->wait, true))
+            return;
+        lb_log_limited(&lb_queue_timeout_limit, CONF_LOG_ERROR, "queue_timeout",
+                       "frontend=%s pool=%s client=%s waited_ms=%llu",
+                       s->fe->conf->name, s->pool->conf->name, s->client_text,
+                       (unsigned long long)(lb_mono_ms() - s->wait.since_ms));
+        lb_session_finish(s, "queue timeout");
+        return;
+    }
     if (s->state == LB_SESSION_CONNECTING && s->sfd < 0) {
         lb_session_connect(s);          /* the pause before a retry is over */
         return;
@@ -611,6 +702,10 @@ lb_session_on_write(evutil_socket_t fd, short what, void *arg)
 void
 lb_session_abort(struct lb_session *s, const char *reason)
 {
+    if (s->state == LB_SESSION_QUEUED && !lb_queue_leave(&s->wait, false)) {
+        s->abort_reason = reason;       /* lb_session_on_grant closes it */
+        return;
+    }
     lb_session_finish(s, reason);
 }
 
@@ -657,7 +752,7 @@ lb_session_finish(struct lb_session *s, const char *reason)
     /* Counted out before the sockets close: whoever sees the close (the
      * client, the server, a test) then finds the counts already lowered. */
     if (s->server != NULL)
-        bal_server_conn_end(s->pool->bal, s->server->index);
+        lb_queue_release_slot(s->pool, s->server->index);
     atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
     lb_half_release(&s->up);
     lb_half_release(&s->down);

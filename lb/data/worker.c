@@ -30,9 +30,6 @@
 #define LB_WORKER_SWITCH_RETRY_MS 100
 /* After EMFILE/ENFILE, how long accepts pause before the next try. */
 #define LB_WORKER_EMFILE_PAUSE_MS 100
-/* At most one max_connections_reached / accept_resumed pair per second:
- * at the cap every close resumes and the next accept pauses again. */
-#define LB_LIMIT_LOG_INTERVAL_MS 1000
 
 /* A worker's accept event on its socket of one frontend's address. */
 struct lb_listener {
@@ -53,17 +50,12 @@ static void lb_worker_sync_listeners(struct lb_worker *w);
 
 /* ------------------------------------------------------------- the limit */
 
-static _Atomic uint64_t lb_limit_last_log_ms;
-
-static bool
-lb_limit_should_log(void)
-{
-    uint64_t now = lb_mono_ms();
-    uint64_t last = atomic_load_explicit(&lb_limit_last_log_ms, memory_order_relaxed);
-
-    return (last == 0 || now - last >= LB_LIMIT_LOG_INTERVAL_MS) &&
-           atomic_compare_exchange_strong(&lb_limit_last_log_ms, &last, now ? now : 1);
-}
+/* At most one max_connections_reached and one accept_resumed a second: at
+ * the cap every close resumes and the next accept pauses again. Two limits,
+ * so that a resume never eats the next pause's line. */
+static struct lb_log_limit lb_limit_pause_log = LB_LOG_LIMIT(1);
+static struct lb_log_limit lb_limit_resume_log = LB_LOG_LIMIT(1);
+static struct lb_log_limit lb_accept_failed_log = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 
 static bool
 lb_limit_reserve(struct lb_limit *l)
@@ -83,9 +75,8 @@ lb_limit_resume(struct lb_daemon *d)
     bool expected = true;
 
     if (atomic_compare_exchange_strong(&d->limit.paused, &expected, false)) {
-        if (lb_limit_should_log())
-            lb_log(CONF_LOG_INFO, "accept_resumed", "active=%u limit=%u",
-                   atomic_load(&d->limit.active), d->limit.max);
+        lb_log_limited(&lb_limit_resume_log, CONF_LOG_INFO, "accept_resumed",
+                       "active=%u limit=%u", atomic_load(&d->limit.active), d->limit.max);
         lb_workers_post(d, LB_WORKER_WAKE);
     }
 }
@@ -94,8 +85,8 @@ static void
 lb_limit_pause(struct lb_daemon *d)
 {
     if (!atomic_exchange(&d->limit.paused, true)) {
-        if (lb_limit_should_log())
-            lb_log(CONF_LOG_WARN, "max_connections_reached", "limit=%u", d->limit.max);
+        lb_log_limited(&lb_limit_pause_log, CONF_LOG_WARN, "max_connections_reached",
+                       "limit=%u", d->limit.max);
         lb_workers_post(d, LB_WORKER_WAKE);
     }
     /* A session may have ended between the failed reserve and the store of
@@ -391,6 +382,14 @@ lb_worker_post(struct lb_worker *w, enum lb_worker_msg_kind kind, struct lb_gen 
     return lb_mailbox_post(w->mailbox, &m);
 }
 
+int
+lb_worker_post_grant(struct lb_worker *w, struct lb_waiter *wt)
+{
+    struct lb_worker_msg m = { .kind = LB_WORKER_GRANT, .waiter = wt };
+
+    return lb_mailbox_post(w->mailbox, &m);
+}
+
 void
 lb_workers_post(struct lb_daemon *d, enum lb_worker_msg_kind kind)
 {
@@ -452,9 +451,10 @@ lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
                 continue;
             /* Out of descriptors or memory: the listener stays readable, so
              * pause it briefly instead of spinning (as haproxy does). */
-            lb_log(CONF_LOG_WARN, "accept_failed", "frontend=%s error=%s pause_ms=%d",
-                   l->fe->conf->name, lb_log_quote(qbuf, sizeof(qbuf), strerror(err)),
-                   LB_WORKER_EMFILE_PAUSE_MS);
+            lb_log_limited(&lb_accept_failed_log, CONF_LOG_WARN, "accept_failed",
+                           "frontend=%s error=%s pause_ms=%d", l->fe->conf->name,
+                           lb_log_quote(qbuf, sizeof(qbuf), strerror(err)),
+                           LB_WORKER_EMFILE_PAUSE_MS);
             w->is_accept_paused_emfile = true;
             lb_worker_sync_listeners(w);
             struct timeval tv = { 0, LB_WORKER_EMFILE_PAUSE_MS * 1000 };
@@ -542,8 +542,11 @@ lb_worker_on_msgs(void *msgs, size_t n, void *arg)
         case LB_WORKER_FORCE: {
             uint64_t closed = 0;
 
-            while (w->sessions != NULL) {
-                lb_session_abort(w->sessions, "shutdown timeout");
+            /* A session whose queue grant is on the way stays until the
+             * grant arrives (lb_session_abort), so walk rather than pop. */
+            for (struct lb_session *s = w->sessions, *next; s != NULL; s = next) {
+                next = lb_session_next(s);
+                lb_session_abort(s, "shutdown timeout");
                 closed++;
             }
             atomic_fetch_add(&w->daemon->forced_closes, closed);
@@ -554,6 +557,9 @@ lb_worker_on_msgs(void *msgs, size_t n, void *arg)
             break;
         case LB_WORKER_WAKE:
             break;                      /* the sync below reads the flag */
+        case LB_WORKER_GRANT:
+            lb_session_on_grant(m[i].waiter);
+            break;
         }
     }
     if (is_drain)

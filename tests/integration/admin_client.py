@@ -311,6 +311,7 @@ SERVER_SPEC = {
     "health": lambda v: v in ("starting", "up", "down", "pending"),
     "admin": lambda v: v in ("none", "drain", "disable"),
     "check": _is_str, "checks_total": _is_count, "last_detection_ms": _is_num,
+    "max_connections": _is_count,
 }
 
 LAST_CHECK_SPEC = {
@@ -322,6 +323,13 @@ POOL_SPEC = {
     "name": _is_str, "balance": _is_str, "servers_total": _is_count,
     "in_rotation": _is_count, "guard_active": _is_bool,
     "servers": lambda v: isinstance(v, list), "check": _is_str,
+    "queue": lambda v: isinstance(v, dict),
+}
+
+QUEUE_SPEC = {
+    "depth": _is_count, "max": _is_count, "timeout_ms": _is_count,
+    "queued_total": _is_count, "timeouts_total": _is_count, "full_total": _is_count,
+    "wait_ms_mean": lambda v: _is_num(v) and v >= 0,
 }
 
 FRONTEND_SPEC = {
@@ -391,6 +399,8 @@ def stats_problems(st):
         where = f"pools[{i}]"
         if not _check_fields(where, p, POOL_SPEC, problems):
             continue
+        if isinstance(p.get("queue"), dict):
+            _check_fields(f"{where}.queue", p["queue"], QUEUE_SPEC, problems)
         servers = p.get("servers") or []
         if p.get("guard_active") != any(s.get("guarded") is True for s in servers):
             problems.append(f"{where}.guard_active: {p.get('guard_active')} does not match "

@@ -1027,7 +1027,7 @@ def line_of(lines, text):
 
 def pool_lines(pools, defaults=None):
     """The [pool] sections of a config: pools is [(name, [(server, backend
-    or port[, weight])], {key: value})]. The defaults keep the guard and
+    or port[, weight or "option=N ..."])], {key: value})]. The defaults keep the guard and
     live-traffic probes out of the way unless a test sets them; a value of
     None leaves a key out."""
     lines = []
@@ -1038,8 +1038,10 @@ def pool_lines(pools, defaults=None):
         merged.update(keys)
         lines.append(f"[pool {name}]")
         for s in servers:
-            weight = f" weight={s[2]}" if len(s) > 2 else ""
-            lines.append(f"server = {s[0]} {_server_addr(s[1])}{weight}")
+            opts = ""
+            if len(s) > 2:
+                opts = f" {s[2]}" if isinstance(s[2], str) else f" weight={s[2]}"
+            lines.append(f"server = {s[0]} {_server_addr(s[1])}{opts}")
         for k, v in merged.items():
             if v is not None:
                 lines.append(f"{k} = {v}")

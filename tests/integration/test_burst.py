@@ -7,8 +7,9 @@ overflow and the kernel drops SYNs: a connect then waits for the kernel's
 SYN retransmission, 1 s later. Every client must still be served.
 
 What it guards: a connect timeout that cuts a connect just before its SYN
-is re-sent (lb's SYN grace), and retries that stop once each server was
-tried once (redispatch). Before both, lb lost 2,600-3,800 of the 5,000
+is re-sent (lb's SYN grace), retries that stop once each server was tried
+once (redispatch), and, with max_connections=100 per server, the queue
+that keeps the excess in lb instead of the servers' overflowing backlogs. Before both, lb lost 2,600-3,800 of the 5,000
 clients here; HAProxy 2.6 (retries 2, option redispatch) 0-80.
 """
 
@@ -69,6 +70,21 @@ check = none
         out = burst.burst(port, CLIENTS, spread_s=SPREAD_S)
         print(f"burst: {out}")
         self.assertAllServed(out, bs)
+        self.assertFalse(lb.events("no_server"))
+
+    def test_burst_with_server_caps(self):
+        # max_connections=100 per server: the excess waits in lb's queue
+        # instead of overflowing the servers' backlogs, and no server ever
+        # holds more than its cap open.
+        bs = self.backends(hold_ms=20)
+        text, port = self.config(bs, server_opts="max_connections=100",
+                                 pool_keys="queue_timeout = 30s")
+        lb = self.start_lb(text, port=port)
+        out = burst.burst(port, CLIENTS, spread_s=SPREAD_S)
+        print(f"burst with caps: {out}")
+        figures = self.assertAllServed(out, bs)
+        self.assertEqual([f["max_open"] for f in figures], [100, 100], figures)
+        self.assertFalse(lb.events("connect_failed"))
         self.assertFalse(lb.events("no_server"))
 
 

@@ -1,6 +1,7 @@
 /*
  * pool_test.c - tests balancer/pool.c: building pools and cursors, rotation
- * and connection accounting, bal_pick()'s guards and bal_hash_bytes().
+ * and connection accounting, bal_pick()'s guards and bal_hash_bytes(),
+ * connection caps, the attempt order of retries and their pauses.
  */
 #include <stdint.h>
 #include <string.h>
@@ -163,8 +164,115 @@ static void test_hash_avalanche(void)
             }
 }
 
+/* Caps: a server at max_active is passed over; the last slot goes to one
+ * taker; with every server full the pick says FULL, with none in rotation
+ * NONE. */
+static void test_caps(void)
+{
+    static const uint32_t w[] = {1, 1};
+    struct bal_pool *p = bal_pool_new(BAL_ALGO_ROUNDROBIN, 2, w, names);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    bool again;
+    int a, b;
+
+    CHECK(p != NULL && c != NULL);
+    if (p == NULL || c == NULL)
+        return;
+    bal_server_set_cap(p, 0, 1);
+    bal_server_set_cap(p, 1, 2);
+    a = bal_pick_attempt(p, c, 0, NULL, 0, &again);
+    b = bal_pick_attempt(p, c, 0, NULL, 0, &again);
+    CHECK(a != b && a >= 0 && b >= 0 && !again);
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, NULL, 0, &again), 1);
+    CHECK_EQ_INT(bal_server_active(p, 0), 1);
+    CHECK_EQ_INT(bal_server_active(p, 1), 2);
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, NULL, 0, &again), BAL_PICK_FULL);
+    CHECK(!bal_server_take_slot(p, 0));
+    bal_server_conn_end(p, 0);
+    CHECK(bal_server_take_slot(p, 0));
+    CHECK(!bal_server_take_slot(p, 0));
+    bal_server_set_in_rotation(p, 0, false);
+    bal_server_set_in_rotation(p, 1, false);
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, NULL, 0, &again), BAL_PICK_NONE);
+    bal_server_conn_end(p, 1);
+    CHECK(!bal_server_take_slot(p, 1));     /* out of rotation: no slot */
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* Retries: untried servers first; then the one whose last attempt is the
+ * oldest, marked as a repeat; servers out of rotation never. */
+static void test_attempt_order(void)
+{
+    static const uint32_t w[] = {1, 1, 1};
+    struct bal_pool *p = bal_pool_new(BAL_ALGO_ROUNDROBIN, 3, w, names);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    uint32_t tried[8];
+    bool again;
+    int i;
+
+    CHECK(p != NULL && c != NULL);
+    if (p == NULL || c == NULL)
+        return;
+    tried[0] = 2;
+    tried[1] = 0;
+    i = bal_pick_attempt(p, c, 0, tried, 2, &again);
+    CHECK_EQ_INT(i, 1);
+    CHECK(!again);
+    bal_server_conn_end(p, 1);
+    tried[2] = 1;
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, tried, 3, &again), 2);
+    CHECK(again);
+    bal_server_conn_end(p, 2);
+    tried[3] = 2;                           /* 2 0 1 2: 0 is the oldest now */
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, tried, 4, &again), 0);
+    bal_server_conn_end(p, 0);
+    bal_server_set_in_rotation(p, 0, false);
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, tried, 4, &again), 1);
+    CHECK(again);
+    bal_server_conn_end(p, 1);
+    bal_server_set_in_rotation(p, 1, false);
+    bal_server_set_in_rotation(p, 2, false);
+    CHECK_EQ_INT(bal_pick_attempt(p, c, 0, tried, 4, &again), BAL_PICK_NONE);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* Pauses: 50-150% of 25 ms doubling per repeat, capped at 1 s, and not
+ * all alike. */
+static void test_retry_pause(void)
+{
+    static const uint32_t w[] = {1};
+    struct bal_pool *p = bal_pool_new(BAL_ALGO_RANDOM, 1, w, names);
+    struct bal_cursor *c = bal_cursor_new(p, 3);
+    static const uint32_t base[] = {25, 50, 100, 200, 400, 800, 1000, 1000, 1000};
+
+    CHECK(p != NULL && c != NULL);
+    if (p == NULL || c == NULL)
+        return;
+    for (uint32_t again = 1; again <= 9; again++) {
+        uint32_t lo = UINT32_MAX, hi = 0;
+
+        for (int k = 0; k < 200; k++) {
+            uint32_t ms = bal_retry_pause_ms(c, again);
+
+            lo = ms < lo ? ms : lo;
+            hi = ms > hi ? ms : hi;
+        }
+        CHECK(lo >= base[again - 1] / 2);
+        CHECK(hi < base[again - 1] * 3 / 2);
+        CHECK(hi - lo > base[again - 1] / 2);   /* jittered */
+    }
+    CHECK(bal_retry_pause_ms(c, 1000) < 1500);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
 int main(void)
 {
+    test_caps();
+    test_attempt_order();
+    test_retry_pause();
     test_empty_pool();
     test_new_state();
     test_accounting();

@@ -411,61 +411,75 @@ test_addr_overlaps(void)
 static void
 test_server(void)
 {
-    struct conf_addr a;
+    struct conf_server srv;
     char name[CONF_NAME_MAX + 1], err[512];
-    uint32_t w = 0;
 
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:9001 weight=3", name, &a,
-                                   &w, err, sizeof(err)), 0);
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:9001 weight=3", name, &srv,
+                                   err, sizeof(err)), 0);
     CHECK_EQ_STR(name, "web1");
-    CHECK_EQ_STR(a.text, "127.0.0.1:9001");
-    CHECK_EQ_INT(w, 3);
-    CHECK_EQ_INT(conf_parse_server("web2\t127.0.0.1:9002", name, &a, &w, err,
+    CHECK_EQ_STR(srv.addr.text, "127.0.0.1:9001");
+    CHECK_EQ_INT(srv.weight, 3);
+    CHECK_EQ_INT(conf_parse_server("web2\t127.0.0.1:9002", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_STR(name, "web2");
-    CHECK_EQ_INT(w, 1);
-    CHECK_EQ_INT(conf_parse_server("w [::1]:1 weight=256", name, &a, &w, err,
+    CHECK_EQ_INT(srv.weight, 1);
+    CHECK_EQ_INT(conf_parse_server("w [::1]:1 weight=256", name, &srv, err,
                                    sizeof(err)), 0);
-    CHECK_EQ_INT(w, 256);
+    CHECK_EQ_INT(srv.weight, 256);
+    CHECK_EQ_INT(srv.max_connections, 0);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=50 weight=2", name,
+                                   &srv, err, sizeof(err)), 0);
+    CHECK_EQ_INT(srv.max_connections, 50);
+    CHECK_EQ_INT(srv.weight, 2);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=1000001", name,
+                                   &srv, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: max_connections 1000001 is out of range (0..1000000)");
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=5 max_connections=5",
+                                   name, &srv, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: max_connections is given twice");
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 maxconn=5", name, &srv, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: unknown option \"maxconn=5\" (use NAME HOST:PORT "
+                 "[weight=N] [max_connections=N])");
 
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &a, &w, err,
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: \"web1 127.0.0.1\" has no port (use NAME "
-                 "HOST:PORT [weight=N])");
-    CHECK_EQ_INT(conf_parse_server("web1", name, &a, &w, err, sizeof(err)),
+                 "HOST:PORT [weight=N] [max_connections=N])");
+    CHECK_EQ_INT(conf_parse_server("web1", name, &srv, err, sizeof(err)),
                  -1);
     CHECK_EQ_STR(err, "server: \"web1\" has no address (use NAME HOST:PORT "
-                 "[weight=N])");
-    CHECK_EQ_INT(conf_parse_server("", name, &a, &w, err, sizeof(err)), -1);
-    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N])");
-    CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &a, &w, err,
+                 "[weight=N] [max_connections=N])");
+    CHECK_EQ_INT(conf_parse_server("", name, &srv, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N])");
+    CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
                  "A-Z a-z 0-9 _ . -)");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=0", name, &a, &w,
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=0", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight 0 is out of range (1..256)");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=257", name, &a,
-                                   &w, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=257", name, &srv,
+                                   err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight 257 is out of range (1..256)");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=x", name, &a, &w,
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=x", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight \"x\" is not a number");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=", name, &a, &w,
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=", name, &srv,
                                    err, sizeof(err)), -1);
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=-1", name, &a,
-                                   &w, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=-1", name, &srv,
+                                   err, sizeof(err)), -1);
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=1 weight=2",
-                                   name, &a, &w, err, sizeof(err)), -1);
+                                   name, &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight is given twice");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &a, &w,
+    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: unknown option \"backup\" (use NAME "
-                 "HOST:PORT [weight=N])");
-    CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &a, &w, err,
+                 "HOST:PORT [weight=N] [max_connections=N])");
+    CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: \"*:80\" has no host");
-    CHECK_EQ_INT(conf_parse_server("web1 nohost.invalid:80", name, &a, &w,
+    CHECK_EQ_INT(conf_parse_server("web1 nohost.invalid:80", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK(strncmp(err, "server web1: address \"nohost.invalid:80\" does not "
                   "resolve (", 52) == 0);
