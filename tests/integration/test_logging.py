@@ -3,6 +3,7 @@ timestamp, quoted values where needed, and log_level filtering."""
 
 import datetime
 import re
+import time
 
 import harness
 from harness import LbTestCase, request, wait_for
@@ -90,6 +91,31 @@ class LoggingTest(LbTestCase):
         self.assertEqual(lb.stop(), 0)
         levels = {e.get("level") for e in lb.events()}
         self.assertEqual(levels, {"error"}, lb.log_tail())
+
+    def test_per_client_errors_are_rate_limited(self):
+        # 300 clients refused in a row (retries = 0): at most 50 no_server
+        # lines a second, and the first line after the held-back ones says
+        # how many there were, so every refusal is accounted for.
+        dead = self.refused()
+        lb = self.lb([("dead", dead)], retries=0, allowed_errors={"no_server"})
+        clients = 300
+        t0 = time.monotonic()
+        for i in range(clients):
+            data, how = request(lb.port)
+            self.assertEqual(data, b"", f"connection {i + 1}")
+        elapsed = time.monotonic() - t0
+        wait_for(lambda: time.monotonic() - t0 > 1.1, 2, "a new second of the limit")
+        data, _ = request(lb.port)
+        evs = wait_for(lambda: [e for e in lb.events("no_server") if "suppressed" in e]
+                       or None, harness.IO_TIMEOUT, "a no_server line with suppressed=")
+        lines = lb.events("no_server")
+        seconds = int(elapsed) + 2
+        self.assertLessEqual(len(lines), 50 * seconds, f"{len(lines)} lines in {elapsed:.2f}s")
+        self.assertLess(len(lines), clients, "nothing was held back")
+        held = sum(int(e["suppressed"]) for e in lines if "suppressed" in e)
+        self.assertEqual(len(lines) + held, clients + 1,
+                         f"{len(lines)} lines + {held} suppressed for {clients + 1} refusals")
+        self.assertTrue(evs)
 
 
 if __name__ == "__main__":
