@@ -8,6 +8,8 @@
  * the whole-file checks of conf_check.c. Each step reports what it finds
  * and the next ones still run, so one pass reports everything; a binary or
  * unreadable file stops early, since its lines would only add noise.
+ * conf_load_text runs the same steps on text already in memory; the file
+ * loader is the read followed by exactly those steps.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,6 +29,10 @@
 /* Far above any real config; stops "-c /dev/zero" from eating memory. */
 #define CONF_FILE_MAX (16u * 1024 * 1024)
 
+static void conf_parse_init(struct conf_parse *p, const char *name);
+static void conf_parse_text(struct conf_parse *p);
+static int conf_parse_end(struct conf_parse *p, struct conf **out,
+                          char **errors);
 static int conf_read_file(struct conf_parse *p);
 static int conf_check_text(struct conf_parse *p);
 static void conf_merge(struct conf_parse *p);
@@ -39,33 +45,73 @@ int
 conf_load(const char *path, struct conf **out, char **errors)
 {
     struct conf_parse p;
+
+    conf_parse_init(&p, path);
+    if (!p.oom && conf_read_file(&p) == 0)
+        conf_parse_text(&p);
+    return conf_parse_end(&p, out, errors);
+}
+
+int
+conf_load_text(const char *name, const char *text, size_t len,
+               struct conf **out, char **errors)
+{
+    struct conf_parse p;
+
+    conf_parse_init(&p, name);
+    /* A copy with a NUL after it, as the file reader leaves its buffer. */
+    if (!p.oom && (p.buf = malloc(len + 1)) == NULL)
+        p.oom = true;
+    if (!p.oom) {
+        memcpy(p.buf, text, len);
+        p.buf[len] = '\0';
+        p.len = len;
+        conf_parse_text(&p);
+    }
+    return conf_parse_end(&p, out, errors);
+}
+
+static void
+conf_parse_init(struct conf_parse *p, const char *name)
+{
+    memset(p, 0, sizeof(*p));
+    p->file = name;
+    p->c = calloc(1, sizeof(*p->c));
+    if (p->c == NULL || (p->c->file = strdup(name)) == NULL)
+        p->oom = true;
+}
+
+/* Every step after the read, on p->buf. */
+static void
+conf_parse_text(struct conf_parse *p)
+{
+    if (conf_check_text(p) != 0)
+        return;
+    conf_ini_parse(p);
+    if (!p->has_content)
+        conf_error(p, 1, "file is empty (expected sections such as "
+                   "[frontend NAME] and [pool NAME])");
+    conf_merge(p);
+    conf_check(p);
+}
+
+/* Hands the result to the caller and frees the rest: conf_load's return. */
+static int
+conf_parse_end(struct conf_parse *p, struct conf **out, char **errors)
+{
     int rc = -1;
 
     *out = NULL;
     *errors = NULL;
-    memset(&p, 0, sizeof(p));
-    p.file = path;
-    p.c = calloc(1, sizeof(*p.c));
-    if (p.c == NULL || (p.c->file = strdup(path)) == NULL) {
-        p.oom = true;
-    } else if (conf_read_file(&p) == 0 && conf_check_text(&p) == 0) {
-        conf_ini_parse(&p);
-        if (!p.has_content)
-            conf_error(&p, 1, "file is empty (expected sections such as "
-                       "[frontend NAME] and [pool NAME])");
-        conf_merge(&p);
-        conf_check(&p);
-    }
-
-    if (p.nerrors == 0 && p.nerrors_dropped == 0 && !p.oom) {
-        conf_resolve_workers(p.c);
-        *out = p.c;
-        p.c = NULL;
+    if (p->nerrors == 0 && p->nerrors_dropped == 0 && !p->oom) {
+        conf_resolve_workers(p->c);
+        *out = p->c;
+        p->c = NULL;
         rc = 0;
     } else {
-        *errors = conf_errors_join(&p);
+        *errors = conf_errors_join(p);
     }
-    conf_parse_fini(&p);
+    conf_parse_fini(p);
     return rc;
 }
 

@@ -52,7 +52,11 @@ struct conf_count_or_percent {
     bool is_percent;
 };
 
-/* check_expect: accepted HTTP status codes as inclusive ranges. */
+/* check_expect: accepted HTTP status codes as inclusive ranges. Codes are
+ * 100..599, the classes HTTP defines (RFC 9110, section 15); the checks'
+ * status-line reader refuses any other code with the same bounds. */
+#define CONF_STATUS_MIN 100
+#define CONF_STATUS_MAX 599
 #define CONF_EXPECT_MAX_RANGES 16
 struct conf_expect {
     size_t nranges;
@@ -125,7 +129,8 @@ struct conf_frontend {
 };
 
 struct conf {
-    char *file;                     /* the path given to conf_load */
+    char *file;                     /* the path given to conf_load (the
+                                       name given to conf_load_text) */
     struct conf_global global;
     struct conf_health health;
     struct conf_admin admin;
@@ -141,6 +146,13 @@ struct conf {
  * "FILE:LINE: message\n" per problem found (the caller frees it); *out is
  * left NULL. Any thread; no global state. */
 int conf_load(const char *path, struct conf **out, char **errors);
+
+/* The same on len bytes of text in memory (any bytes, NULs included), as
+ * if they were the content of a file called name: name prefixes the
+ * messages and becomes c->file. conf_load reads the file and then runs
+ * these same steps. Any thread; no global state. */
+int conf_load_text(const char *name, const char *text, size_t len,
+                   struct conf **out, char **errors);
 void conf_free(struct conf *c);
 
 /* Names for logs and JSON. */

@@ -2,6 +2,7 @@
  * conf_test.c - conf_load on files written to a temporary directory: good
  * configs and their values, defaults, and each bad case with its exact
  * "FILE:LINE: message" output. Expected outputs write the path as "@".
+ * Every case also goes through conf_load_text on the same bytes.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -65,6 +66,13 @@ expect_errors_n(int line, const char *data, size_t len, const char *exp)
     CHECK_EQ_INT(conf_load(path, &c, &errors), -1);
     CHECK(c == NULL);
     CHECK_EQ_STR(errors, want);
+    free(errors);
+    /* From memory, the same bytes under the same name say the same. */
+    c = (struct conf *)1;
+    errors = NULL;
+    CHECK_EQ_INT(conf_load_text(path, data, len, &c, &errors), -1);
+    CHECK(c == NULL);
+    CHECK_EQ_STR(errors, want);
     if (check_failures != before)
         fprintf(stderr, "  (case at conf_test.c:%d)\n", line);
     free(errors);
@@ -78,7 +86,7 @@ expect_errors_n(int line, const char *data, size_t len, const char *exp)
 static struct conf *
 load_ok_n(int line, const char *text)
 {
-    struct conf *c = NULL;
+    struct conf *c = NULL, *mem = NULL;
     char *errors = NULL;
 
     write_file(text, strlen(text));
@@ -89,6 +97,17 @@ load_ok_n(int line, const char *text)
     }
     CHECK(errors == NULL);
     free(errors);
+    errors = NULL;
+    /* From memory too (the file's result is the one returned). */
+    if (conf_load_text(path, text, strlen(text), &mem, &errors) != 0) {
+        fprintf(stderr, "conf_test.c:%d: conf_load_text failed:\n%s", line,
+                errors ? errors : "(no message)\n");
+        check_failures++;
+    }
+    CHECK(errors == NULL);
+    CHECK(mem == NULL || strcmp(mem->file, path) == 0);
+    free(errors);
+    conf_free(mem);
     return c;
 }
 
