@@ -22,8 +22,6 @@
 #define CONF_WEIGHT_MIN 1
 #define CONF_WEIGHT_MAX 256
 #define CONF_SERVER_CONNS_MAX 1000000   /* a server's max_connections */
-#define CONF_STATUS_MIN 100
-#define CONF_STATUS_MAX 599
 
 /* [A-Za-z0-9_.-]{1,63}: names end up in logs, JSON and metric labels
  * unquoted, so nothing that needs escaping gets in. */

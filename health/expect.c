@@ -11,6 +11,7 @@ hc_parse_status_line(const char *line, size_t len, int *code, char *reason,
                      size_t reason_len)
 {
     size_t i, r;
+    int c;
 
     /* Strip the line end: "\r\n", or a bare "\n" from sloppy servers. */
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -26,9 +27,12 @@ hc_parse_status_line(const char *line, size_t len, int *code, char *reason,
     }
     if (len > 12 && line[12] != ' ')
         return -1;
-    *code = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
-    if (*code < 100)
+    /* The classes HTTP defines; check_expect cannot name others either.
+     * Nothing is written until the line is accepted. */
+    c = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+    if (c < CONF_STATUS_MIN || c > CONF_STATUS_MAX)
         return -1;
+    *code = c;
     if (reason_len == 0)
         return 0;
     /* The reason is for people: keep printable ASCII only, so a hostile

@@ -88,7 +88,8 @@ void hc_probe_now(struct hc *hc, uint32_t id);
 void hc_free(struct hc *hc);
 
 /* Parses an HTTP status line ("HTTP/1.1 200 OK"): the code into *code and
- * the reason into reason (may be empty). -1 when the line is malformed.
+ * the reason into reason (may be empty). -1 when the line is malformed or
+ * its code is outside 100..599; then neither *code nor reason is written.
  * Pure; exposed for the unit tests. */
 int hc_parse_status_line(const char *line, size_t len, int *code,
                          char *reason, size_t reason_len);

@@ -148,11 +148,13 @@ test_status_line_edges(void)
     check_bad("\r\n");
     check_bad("\n");
     check_bad("\r\n\r\n");
-    /* codes: three digits from 100 up; nothing above 599 is refused */
+    /* codes: three digits, 100..599 (the classes HTTP defines, and what
+     * check_expect may name) */
     check_ok("HTTP/1.1 100 Continue\r\n", 100, "Continue");
     check_ok("HTTP/1.1 599\r\n", 599, "");
-    check_ok("HTTP/1.1 600 Beyond\r\n", 600, "Beyond");
-    check_ok("HTTP/1.1 999\r\n", 999, "");
+    check_bad("HTTP/1.1 600 Beyond\r\n");
+    check_bad("HTTP/1.1 700\r\n");
+    check_bad("HTTP/1.1 999\r\n");
     check_bad("HTTP/1.1 099\r\n");
     check_bad("HTTP/1.1 000\r\n");
     check_bad("HTTP/1.1 001 x\r\n");
@@ -200,6 +202,28 @@ test_status_line_edges(void)
     CHECK_EQ_INT(parse_n("HTTP/1.1 200 OK\r\n", 0, &code, reason, sizeof(reason)), -1);
 }
 
+/* A rejected line leaves *code and the reason as they were, so a caller
+ * never finds a code read from a line that was refused. */
+static void
+test_rejected_writes_nothing(void)
+{
+    static const char *const lines[] = {
+        "HTTP/1.1 099 Low\r\n", "HTTP/1.1 000\r\n", "HTTP/1.1 600 High\r\n",
+        "HTTP/1.1 999\r\n", "HTTP/1.1 2000 OK\r\n", "HTTP/1.1 200OK\r\n",
+        "HTTP/1.2 200 OK\r\n", "garbage\r\n", "",
+    };
+    char reason[64];
+    int code;
+
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        code = -7;
+        strcpy(reason, "untouched");
+        CHECK_EQ_INT(parse(lines[i], &code, reason, sizeof(reason)), -1);
+        CHECK_EQ_INT(code, -7);
+        CHECK_EQ_STR(reason, "untouched");
+    }
+}
+
 static void
 test_expect(void)
 {
@@ -224,6 +248,7 @@ main(void)
 {
     test_status_lines();
     test_status_line_edges();
+    test_rejected_writes_nothing();
     test_expect();
     return CHECK_DONE();
 }
