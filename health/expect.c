@@ -1,7 +1,9 @@
 /*
- * expect.c - the pure parts of an HTTP check: reading the status line and
- * matching its code against check_expect. No I/O, unit-tested alone.
+ * expect.c - the pure parts of an HTTP check: reading the status line,
+ * matching its code against check_expect, and the verdict on the bytes of
+ * an answer as they arrive. No I/O, unit-tested and fuzzed alone.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "hc.h"
@@ -52,4 +54,34 @@ hc_expect_match(const struct conf_expect *e, int code)
             return true;
     }
     return false;
+}
+
+bool
+hc_status_verdict(const char *buf, size_t len, size_t cap,
+                  const struct conf_expect *expect, bool *passed,
+                  char *detail, size_t detail_len)
+{
+    const char *nl = memchr(buf, '\n', len);
+    char reason[64];
+    int code;
+
+    *passed = false;
+    if (nl == NULL) {
+        if (len < cap)
+            return false;
+        snprintf(detail, detail_len,
+                 "malformed status line: no line end in %zu bytes", len);
+        return true;
+    }
+    if (hc_parse_status_line(buf, (size_t)(nl - buf) + 1, &code, reason,
+                             sizeof(reason)) == -1) {
+        snprintf(detail, detail_len, "malformed status line");
+        return true;
+    }
+    /* The detail is the status as the server said it; passed tells whether
+     * check_expect accepts it. */
+    *passed = hc_expect_match(expect, code);
+    snprintf(detail, detail_len, "HTTP %d%s%s", code, reason[0] ? " " : "",
+             reason);
+    return true;
 }

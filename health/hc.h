@@ -104,4 +104,15 @@ uint64_t hc_sched_next(uint64_t planned, uint64_t now, uint64_t interval,
 /* True when code is in one of the ranges. Pure. */
 bool hc_expect_match(const struct conf_expect *e, int code);
 
+/* The verdict of an HTTP check on the first len bytes of its answer, all
+ * that has arrived so far (the prober reads at most cap). false while the
+ * status line has no line end yet and fewer than cap bytes came: read more.
+ * Else true, with *passed and the detail for logs and /stats ("HTTP 503
+ * Service Unavailable", "malformed status line"). Bytes after the first
+ * line end are never looked at, so the verdict does not depend on how the
+ * answer was split into reads. Pure; exposed for the unit tests. */
+bool hc_status_verdict(const char *buf, size_t len, size_t cap,
+                       const struct conf_expect *expect, bool *passed,
+                       char *detail, size_t detail_len);
+
 #endif /* HC_H */

@@ -29,9 +29,10 @@
 
 #include "hc_int.h"
 
-/* The longest status line read: longer is malformed (an endless line must
- * not make the prober buffer without bound). */
-#define HC_STATUS_LINE_MAX 256
+/* The longest status line read, its line end included: longer is
+ * malformed (an endless line must not make the prober buffer without
+ * bound). */
+#define HC_STATUS_LINE_MAX 255
 
 enum hc_probe_state {
     HC_PROBE_CONNECTING = 0,
@@ -284,32 +285,30 @@ hc_probe_tls_want(struct hc_probe *p, int rc, const char *what)
     }
 }
 
-/* Reads until the status line is complete or the socket has nothing more.
- * The loop matters for TLS: a record may hold more than one read's worth,
- * and OpenSSL's buffer would not wake the fd again. */
+/* Reads until the answer so far decides the check or the socket has
+ * nothing more. The loop matters for TLS: a record may hold more than one
+ * read's worth, and OpenSSL's buffer would not wake the fd again. */
 static void
 hc_probe_read_status(struct hc_probe *p)
 {
-    const struct hc_spec *sp = &p->tg->spec;
-    char reason[64], ebuf[96];
-    char *nl = NULL;
+    char detail[HC_DETAIL_MAX], ebuf[96];
+    size_t room;
+    bool passed;
     ssize_t n;
-    int code;
 
-    while (nl == NULL) {
-        if (p->len == sizeof(p->line) - 1) {
-            hc_probe_done(p, false, "malformed status line: no line end in %zu bytes", p->len);
-            return;
-        }
+    while (!hc_status_verdict(p->line, p->len, sizeof(p->line),
+                              &p->tg->spec.expect, &passed, detail,
+                              sizeof(detail))) {
+        room = sizeof(p->line) - p->len;
         if (p->ssl != NULL) {
             ERR_clear_error();
-            n = SSL_read(p->ssl, p->line + p->len, (int)(sizeof(p->line) - 1 - p->len));
+            n = SSL_read(p->ssl, p->line + p->len, (int)room);
             if (n <= 0 && SSL_get_error(p->ssl, (int)n) != SSL_ERROR_ZERO_RETURN) {
                 hc_probe_tls_want(p, (int)n, "TLS read");
                 return;
             }
         } else {
-            n = recv(p->fd, p->line + p->len, sizeof(p->line) - 1 - p->len, 0);
+            n = recv(p->fd, p->line + p->len, room, 0);
             if (n < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                     hc_probe_wait(p, EV_READ);
@@ -323,19 +322,9 @@ hc_probe_read_status(struct hc_probe *p)
             hc_probe_done(p, false, "connection closed before the status line");
             return;
         }
-        nl = memchr(p->line + p->len, '\n', (size_t)n);
         p->len += (size_t)n;
-        p->line[p->len] = '\0';
     }
-    if (hc_parse_status_line(p->line, (size_t)(nl - p->line + 1), &code, reason,
-                             sizeof(reason)) == -1) {
-        hc_probe_done(p, false, "malformed status line");
-        return;
-    }
-    /* The detail is the status as the server said it; passed tells whether
-     * check_expect accepts it. */
-    hc_probe_done(p, hc_expect_match(&sp->expect, code), "HTTP %d%s%s", code,
-                  reason[0] ? " " : "", reason);
+    hc_probe_done(p, passed, "%s", detail);
 }
 
 /* Moves the probe on from its current state as far as the socket allows. */

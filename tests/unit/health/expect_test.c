@@ -1,4 +1,5 @@
-/* Tests health/expect.c: status-line parsing and check_expect matching. */
+/* Tests health/expect.c: status-line parsing, check_expect matching, and the
+ * verdict on an answer as its bytes arrive. */
 #include <string.h>
 
 #include "check.h"
@@ -243,6 +244,82 @@ test_expect(void)
     CHECK(!hc_expect_match(&e, 200));
 }
 
+/* hc_status_verdict on each prefix of answer, as if it came byte by byte:
+ * undecided up to the first line end (or cap bytes), then the verdict of
+ * the whole answer. Returns that verdict's detail in detail. */
+static bool
+verdict_bytewise(const char *answer, size_t len, size_t cap,
+                 const struct conf_expect *e, char *detail, size_t dlen)
+{
+    const char *nl = memchr(answer, '\n', len);
+    size_t decided_at = nl ? (size_t)(nl - answer) + 1 : cap;
+    bool passed = true, first = false;
+    char d[HC_DETAIL_MAX];
+
+    for (size_t n = 0; n <= len && n <= cap; n++) {
+        bool done = hc_status_verdict(answer, n, cap, e, &passed, d, sizeof(d));
+        CHECK_EQ_INT(done, n >= decided_at);
+        if (done && !first) {
+            first = true;
+            snprintf(detail, dlen, "%s", d);
+        } else if (done) {
+            CHECK_EQ_STR(d, detail);
+        }
+    }
+    return passed;
+}
+
+static void
+test_verdict(void)
+{
+    struct conf_expect e = { .nranges = 1 };
+    char detail[HC_DETAIL_MAX], line[300];
+    const char *a;
+    bool passed;
+
+    e.ranges[0].lo = 200;
+    e.ranges[0].hi = 399;
+    a = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "HTTP 200 OK");
+    a = "HTTP/1.0 503 Service Unavailable\n";
+    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "HTTP 503 Service Unavailable");
+    a = "HTTP/1.1 204\r\n";
+    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "HTTP 204");
+    /* what follows the first line end never matters */
+    a = "HTTP/1.1 301 Moved\r\n\x01\xff garbage \n HTTP/1.1 500\r\n";
+    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "HTTP 301 Moved");
+    a = "SSH-2.0-OpenSSH_9.2\r\n";
+    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "malformed status line");
+    a = "HTTP/1.1 600 Beyond\r\n";
+    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_STR(detail, "malformed status line");
+
+    /* no line end: undecided below cap, malformed at cap */
+    memset(line, 'x', sizeof(line));
+    memcpy(line, "HTTP/1.1 200 ", 13);
+    CHECK(!hc_status_verdict(line, 254, 255, &e, &passed, detail, sizeof(detail)));
+    CHECK(hc_status_verdict(line, 255, 255, &e, &passed, detail, sizeof(detail)));
+    CHECK(!passed);
+    CHECK_EQ_STR(detail, "malformed status line: no line end in 255 bytes");
+    CHECK(!verdict_bytewise(line, 255, 255, &e, detail, sizeof(detail)));
+    /* a line end as the cap's last byte still counts */
+    line[254] = '\n';
+    CHECK(verdict_bytewise(line, 255, 255, &e, detail, sizeof(detail)));
+    CHECK_EQ_INT(strncmp(detail, "HTTP 200 xxx", 12), 0);
+    /* nothing yet */
+    CHECK(!hc_status_verdict("", 0, 255, &e, &passed, detail, sizeof(detail)));
+    /* the detail is cut to its buffer */
+    a = "HTTP/1.1 200 OK\r\n";
+    CHECK(hc_status_verdict(a, strlen(a), 255, &e, &passed, detail, 7));
+    CHECK(passed);
+    CHECK_EQ_STR(detail, "HTTP 2");
+}
+
 int
 main(void)
 {
@@ -250,5 +327,6 @@ main(void)
     test_status_line_edges();
     test_rejected_writes_nothing();
     test_expect();
+    test_verdict();
     return CHECK_DONE();
 }
