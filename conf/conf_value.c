@@ -78,7 +78,7 @@ conf_name_is_valid(const char *s)
 
 /* Parses exactly n bytes of s as digits. Returns 0, -1 when not all are
  * digits (or n == 0), -2 on overflow. strtoull alone would accept a sign
- * and leading spaces, so the first byte is checked before it runs. */
+ * and leading spaces, so every byte is checked before it runs. */
 static int
 conf_parse_digits(const char *s, size_t n, uint64_t *out)
 {
@@ -92,6 +92,12 @@ conf_parse_digits(const char *s, size_t n, uint64_t *out)
     for (i = 0; i < n; i++)
         if (!conf_is_digit(s[i]))
             return -1;
+    /* Leading zeros change no value, however many there are; only then
+     * does the length tell an overflow. */
+    while (n > 1 && *s == '0') {
+        s++;
+        n--;
+    }
     if (n >= sizeof(buf))
         return -2;              /* 32 digits overflow 64 bits anyway */
     memcpy(buf, s, n);

@@ -10,6 +10,10 @@
 #include "check.h"
 #include "conf_value.h"
 
+/* Leading zeros change no value, however many: 32 of them are more digits
+ * than any 64-bit number has. */
+#define Z32 "00000000000000000000000000000000"
+
 struct duration_case {
     const char *in;
     int rc;
@@ -48,6 +52,11 @@ test_duration(void)
         { "18446744073709551615ms", 0, UINT64_MAX, NULL },
         { "18446744073709551616ms", -1, 0,
           "\"18446744073709551616ms\" is too large" },
+        { Z32 "5s", 0, 5000, NULL },
+        { Z32 "0", 0, 0, NULL },
+        { Z32 "18446744073709551615ms", 0, UINT64_MAX, NULL },
+        { Z32 "18446744073709551616ms", -1, 0,
+          "\"" Z32 "18446744073709551616ms\" is too large" },
     };
     size_t i;
 
@@ -104,6 +113,9 @@ test_uint(void)
         { " 1", -1, 0, "\" 1\" is not a number" },
         { "1 0", -1, 0, "\"1 0\" is not a number" },
         { "0x10", -1, 0, "\"0x10\" is not a number" },
+        { Z32 "1", 0, 1, NULL },
+        { Z32 Z32 "18446744073709551615", 0, UINT64_MAX, NULL },
+        { Z32 "x", -1, 0, "\"" Z32 "x\" is not a number" },
     };
     size_t i;
 
@@ -192,6 +204,10 @@ test_count_or_percent(void)
                                              sizeof(err)), -1);
     CHECK_EQ_STR(err, "\"4294967296\" is too large");
     CHECK_EQ_INT(conf_parse_count_or_percent("", &v, err, sizeof(err)), -1);
+    CHECK_EQ_INT(conf_parse_count_or_percent(Z32 "50%", &v, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(v.value, 50);
+    CHECK(v.is_percent);
 }
 
 static void
@@ -217,6 +233,13 @@ test_expect(void)
 
     CHECK_EQ_INT(conf_parse_expect("100-599", &e, err, sizeof(err)), 0);
     CHECK_EQ_INT(conf_parse_expect("204-204", &e, err, sizeof(err)), 0);
+    CHECK_EQ_INT(conf_parse_expect(Z32 "200-" Z32 "399", &e, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(e.nranges, 1);
+    CHECK_EQ_INT(e.ranges[0].lo, 200);
+    CHECK_EQ_INT(e.ranges[0].hi, 399);
+    CHECK_EQ_INT(conf_parse_expect(Z32 "600", &e, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "status code 600 is out of range (100..599)");
 
     /* an error leaves *out as it was */
     e.nranges = 9;
