@@ -9,25 +9,10 @@
 #include <sys/socket.h>
 
 #include "conf.h"
+#include "conf_value.h"
 #include "fuzz.h"
 
 #define FUZZ_FILE "fuzz.ini"
-
-static bool
-fuzz_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
-}
 
 static void
 fuzz_check_addr(const struct conf_addr *a)
@@ -47,7 +32,7 @@ fuzz_check_conf(const struct conf *c)
     for (size_t i = 0; i < c->nfrontends; i++) {
         const struct conf_frontend *f = &c->frontends[i];
 
-        FUZZ_CHECK(fuzz_name_ok(f->name));
+        FUZZ_CHECK(conf_name_is_valid(f->name));
         fuzz_check_addr(&f->listen);
         FUZZ_CHECK(f->pool_index < c->npools);
         FUZZ_CHECK(strcmp(c->pools[f->pool_index].name, f->pool_name) == 0);
@@ -55,7 +40,7 @@ fuzz_check_conf(const struct conf *c)
     for (size_t i = 0; i < c->npools; i++) {
         const struct conf_pool *p = &c->pools[i];
 
-        FUZZ_CHECK(fuzz_name_ok(p->name));
+        FUZZ_CHECK(conf_name_is_valid(p->name));
         FUZZ_CHECK(p->nservers >= 1);
         FUZZ_CHECK(p->check_path != NULL && p->check_path[0] == '/');
         FUZZ_CHECK(p->check_host != NULL && p->check_ca != NULL);
@@ -70,9 +55,9 @@ fuzz_check_conf(const struct conf *c)
         }
         FUZZ_CHECK(!p->min_servers.is_percent || p->min_servers.value <= 100);
         for (size_t s = 0; s < p->nservers; s++) {
-            FUZZ_CHECK(fuzz_name_ok(p->servers[s].name));
-            FUZZ_CHECK(p->servers[s].weight >= 1 &&
-                       p->servers[s].weight <= 256);
+            FUZZ_CHECK(conf_name_is_valid(p->servers[s].name));
+            FUZZ_CHECK(p->servers[s].weight >= CONF_WEIGHT_MIN &&
+                       p->servers[s].weight <= CONF_WEIGHT_MAX);
             FUZZ_CHECK(p->servers[s].line >= 1);
             fuzz_check_addr(&p->servers[s].addr);
             for (size_t t = 0; t < s; t++)

@@ -272,6 +272,18 @@ verdict_bytewise(const char *answer, size_t len, size_t cap,
 static void
 test_verdict(void)
 {
+    static const struct { const char *answer; bool passed; const char *detail; }
+    answers[] = {
+        { "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true, "HTTP 200 OK" },
+        { "HTTP/1.0 503 Service Unavailable\n", false,
+          "HTTP 503 Service Unavailable" },
+        { "HTTP/1.1 204\r\n", true, "HTTP 204" },
+        /* what follows the first line end never matters */
+        { "HTTP/1.1 301 Moved\r\n\x01\xff garbage \n HTTP/1.1 500\r\n", true,
+          "HTTP 301 Moved" },
+        { "SSH-2.0-OpenSSH_9.2\r\n", false, "malformed status line" },
+        { "HTTP/1.1 600 Beyond\r\n", false, "malformed status line" },
+    };
     struct conf_expect e = { .nranges = 1 };
     char detail[HC_DETAIL_MAX], line[300];
     const char *a;
@@ -279,25 +291,12 @@ test_verdict(void)
 
     e.ranges[0].lo = 200;
     e.ranges[0].hi = 399;
-    a = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
-    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "HTTP 200 OK");
-    a = "HTTP/1.0 503 Service Unavailable\n";
-    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "HTTP 503 Service Unavailable");
-    a = "HTTP/1.1 204\r\n";
-    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "HTTP 204");
-    /* what follows the first line end never matters */
-    a = "HTTP/1.1 301 Moved\r\n\x01\xff garbage \n HTTP/1.1 500\r\n";
-    CHECK(verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "HTTP 301 Moved");
-    a = "SSH-2.0-OpenSSH_9.2\r\n";
-    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "malformed status line");
-    a = "HTTP/1.1 600 Beyond\r\n";
-    CHECK(!verdict_bytewise(a, strlen(a), 255, &e, detail, sizeof(detail)));
-    CHECK_EQ_STR(detail, "malformed status line");
+    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
+        a = answers[i].answer;
+        CHECK_EQ_INT(verdict_bytewise(a, strlen(a), 255, &e, detail,
+                                      sizeof(detail)), answers[i].passed);
+        CHECK_EQ_STR(detail, answers[i].detail);
+    }
 
     /* no line end: undecided below cap, malformed at cap */
     memset(line, 'x', sizeof(line));
