@@ -63,7 +63,8 @@ conf_load_text(const char *name, const char *text, size_t len,
     if (!p.oom && (p.buf = malloc(len + 1)) == NULL)
         p.oom = true;
     if (!p.oom) {
-        memcpy(p.buf, text, len);
+        if (len > 0)            /* text may be NULL when len is 0 */
+            memcpy(p.buf, text, len);
         p.buf[len] = '\0';
         p.len = len;
         conf_parse_text(&p);

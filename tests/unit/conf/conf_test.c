@@ -742,6 +742,14 @@ test_file(void)
     EXPECT_ERRORS("\x7f" "ELF\x02\x01\x01", "@:1: binary data (byte 0x7f at "
                   "column 1)\n");
 
+    /* from memory, the name given is the file in every message */
+    CHECK_EQ_INT(conf_load_text("mem.ini", NULL, 0, &c, &errors), -1);
+    CHECK(c == NULL);
+    CHECK_EQ_STR(errors, "mem.ini:1: file is empty (expected sections such "
+                 "as [frontend NAME] and [pool NAME])\n");
+    free(errors);
+
+    c = (struct conf *)1;
     CHECK_EQ_INT(conf_load("/nonexistent/lb.ini", &c, &errors), -1);
     CHECK(c == NULL);
     CHECK_EQ_STR(errors, "/nonexistent/lb.ini: cannot open: No such file or "
