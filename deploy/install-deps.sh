@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and running lb needs on Debian 12; with --test,
 # also what the test suite needs (openssl for test certificates, chromium for
-# the dashboard test). Safe to run again: it calls apt-get only when
-# something is missing.
+# the dashboard test, clang and its runtime libraries for the fuzz targets:
+# libFuzzer and the sanitizers are in libclang-rt-14-dev, which clang only
+# recommends). Safe to run again: it calls apt-get only when something is
+# missing.
 set -euo pipefail
 
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
-    PKGS+=(openssl chromium)
+    PKGS+=(openssl chromium clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds lb three times (optimised; with AddressSanitizer + UndefinedBehavior-
 # Sanitizer; with ThreadSanitizer), runs the whole suite against the first
-# two with ctest, and the tests that exercise lb's threads against the third.
+# two with ctest, and the tests that exercise lb's threads against the third;
+# between the last two, runs the libFuzzer targets (tests/fuzz) built by
+# clang in a fourth build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,13 @@ cmake --build build-asan -j2
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1" \
       -DLB_TSAN=ON >/dev/null
 cmake --build build-tsan -j2
+# The fuzz targets only (--target fuzz), with asserts on, at -O1 as
+# libFuzzer's documentation builds them: fast, and the stacks stay exact.
+# LB_FUZZ_SECONDS is given each time: a longer run configured by hand in
+# build-fuzz must not make the suite's run longer.
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+      "-DCMAKE_C_FLAGS_DEBUG=-g -O1" -DLB_FUZZ=ON -DLB_FUZZ_SECONDS=20 >/dev/null
+cmake --build build-fuzz -j2 --target fuzz
 
 # A sanitizer report fails the process that made it, and the integration
 # harness also fails a test whose lb wrote one to its log.
@@ -67,6 +76,11 @@ echo "== tests: optimised build"
 (cd build && ctest --output-on-failure)
 echo "== tests: ASan + UBSan build"
 (cd build-asan && ctest --output-on-failure)
+# Each target for LB_FUZZ_SECONDS (20 s), two at a time: a crash, leak,
+# slow input or sanitizer report fails it, and the input is kept under
+# build-fuzz/tests/fuzz/artifacts/.
+echo "== fuzzing (tests/fuzz)"
+(cd build-fuzz && ctest --output-on-failure -L fuzz -j2)
 echo "== tests: TSan build (threaded tests)"
 (cd build-tsan && TSAN_OPTIONS="$TSAN_OPTIONS" "${tsan_run[@]}" \
      ctest --output-on-failure -R "$TSAN_TESTS")
