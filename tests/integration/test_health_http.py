@@ -216,6 +216,9 @@ class HealthHttpTest(LbTestCase):
                                      f"a probe ran past check_timeout: {e}")
         mal = checks(lb, "web", "mal")[-1]
         self.assertIn("malformed", mal["detail"].lower(), mal)
+        # An endless line is cut at 255 bytes, however fast it comes.
+        for e in checks(lb, "web", "endless"):
+            self.assertEqual(e["detail"], "malformed status line: no line end in 255 bytes", e)
         # A status line trickling in byte by byte: check_timeout bounds the
         # whole probe, however often bytes arrive.
         for e in checks(lb, "web", "trickle"):
