@@ -68,18 +68,21 @@ static void
 fuzz_server(const char *s)
 {
     char name[CONF_NAME_MAX + 1], err[512];
-    struct conf_addr a;
-    uint32_t weight = 0;
+    struct conf_server srv;
 
-    if (conf_parse_server(s, name, &a, &weight, err, sizeof(err)) != 0) {
+    if (conf_parse_server(s, name, &srv, err, sizeof(err)) != 0) {
         fuzz_check_message(err, sizeof(err));
         return;
     }
     FUZZ_CHECK(conf_name_is_valid(name));
     FUZZ_CHECK(strstr(s, name) != NULL);
-    FUZZ_CHECK(weight >= CONF_WEIGHT_MIN && weight <= CONF_WEIGHT_MAX);
-    FUZZ_CHECK(strstr(s, a.text) != NULL);
-    fuzz_check_addr(a.text, &a);
+    FUZZ_CHECK(srv.weight >= CONF_WEIGHT_MIN && srv.weight <= CONF_WEIGHT_MAX);
+    FUZZ_CHECK(srv.max_connections <= CONF_SERVER_CONNS_MAX);
+    /* an option given is in the text */
+    FUZZ_CHECK(srv.max_connections == 0 || strstr(s, "max_connections=") != NULL);
+    FUZZ_CHECK(srv.weight == 1 || strstr(s, "weight=") != NULL);
+    FUZZ_CHECK(strstr(s, srv.addr.text) != NULL);
+    fuzz_check_addr(srv.addr.text, &srv.addr);
 }
 
 int
