@@ -209,12 +209,17 @@ struct bal_member {
     uint64_t down_since_ms;     /* when its failing streak began */
     uint32_t weight;            /* configured */
     uint64_t drain_timeout_ms;  /* of its pool */
+    bool may_warm_hold;         /* removed: may stay in rotation while the
+                                   pool warms (a reload's first probes) */
 
     /* outputs */
     bool in_rotation;
     bool is_guarded;            /* failing, held in rotation by the floor */
     uint32_t weight_now;        /* effective weight: 0 when out */
     enum bal_why why;           /* why in_rotation differs from before */
+    bool is_warm_held;          /* removed, kept in rotation: the pool
+                                   still waits for new servers' first
+                                   probes */
     bool guard_held;            /* edge: is_guarded and not was_guarded */
     bool guard_released;        /* edge: was_guarded and not is_guarded */
     /* Drain: when drain_restart, the server's open connections are to be

@@ -6,7 +6,10 @@
  * One server, before the guard:
  *
  *   removed  admin      health            -> in rotation
- *   yes      any        any               -> no, drains (why: removed)
+ *   yes      none       any               -> while the pool warms and the
+ *                                            caller allows it (may_warm_hold):
+ *                                            as it was; then no, drains
+ *   yes      drain/dis. any               -> no, drains (why: removed)
  *   no       drain/dis. any               -> no (operator)
  *   no       none       pending           -> no: a server a reload added
  *                                            waits for its first pass
@@ -25,7 +28,15 @@
  * has nothing to serve with. Every call recomputes the whole pool, so a
  * recovery anywhere releases held servers as soon as the floor allows.
  *
- * Why a server moved: a removed one, "removed"; at a build (start or
+ * Warming: a reload that replaces servers adds new ones pending, and until
+ * their first probes pass the pool would have none to serve with (a
+ * blue/green switch would refuse every client for a probe's time). So while
+ * any server of the pool is pending (under health control, first probe not
+ * back), the removed servers that were in rotation stay there; the caller
+ * bounds that in time through may_warm_hold. Envoy warms a new cluster the
+ * same way before it takes traffic.
+ *
+ * Why a server moved: a removed one, "removed" (none while warm-held); at a build (start or
  * reload), "reload" (or "placed" for its first decision, which is not a
  * change); the server whose input changed, that input ("health" or
  * "admin"); any other server moves only because the guard held or let go
@@ -105,9 +116,18 @@ bal_guard_hold(struct bal_member *m, size_t n, size_t need)
     }
 }
 
+/* A server a reload added whose first probe is not back. */
+static bool
+bal_member_is_warming(const struct bal_member *m)
+{
+    return !m->is_removed && m->admin == BAL_ADMIN_NONE && m->health == BAL_HEALTH_PENDING;
+}
+
 static enum bal_why
 bal_member_why(const struct bal_member *m, bool is_cause, enum bal_cause kind)
 {
+    if (m->is_warm_held)
+        return BAL_WHY_NONE;
     if (m->is_removed)
         return BAL_WHY_REMOVED;
     if (m->in_rotation == m->was_in_rotation)
@@ -126,7 +146,10 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
                     enum bal_cause kind, size_t cause)
 {
     size_t in = 0;
+    bool is_warming = false;
 
+    for (size_t i = 0; i < n && !is_warming; i++)
+        is_warming = bal_member_is_warming(&m[i]);
     for (size_t i = 0; i < n; i++) {
         m[i].in_rotation = bal_member_is_eligible(&m[i]) && bal_member_is_healthy(&m[i]);
         m[i].is_guarded = false;
@@ -137,6 +160,16 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         in = 0;
         for (size_t i = 0; i < n; i++)
             in += m[i].in_rotation;
+    }
+    /* After the guard: warm-held servers are not the pool's own, they
+     * neither count for its floor nor take a held server's place. */
+    for (size_t i = 0; i < n; i++) {
+        struct bal_member *s = &m[i];
+
+        s->is_warm_held = is_warming && s->is_removed && s->may_warm_hold &&
+                          s->was_in_rotation && s->admin == BAL_ADMIN_NONE;
+        s->in_rotation |= s->is_warm_held;
+        in += s->is_warm_held;
     }
 
     for (size_t i = 0; i < n; i++) {
@@ -150,7 +183,7 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         s->guard_released = s->was_guarded && !s->is_guarded && !s->is_removed;
         /* Out of rotation: its connections drain (disable: closed at once).
          * An operator's disable of a server already out closes them too. */
-        s->drain_restart = s->is_removed ||
+        s->drain_restart = (s->is_removed && !s->is_warm_held) ||
                            (!s->in_rotation && s->why != BAL_WHY_NONE &&
                             s->why != BAL_WHY_PLACED) ||
                            (!s->in_rotation && is_cause && kind == BAL_CAUSE_ADMIN &&

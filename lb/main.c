@@ -162,7 +162,11 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         goto out;
     }
     lb_main_log_start(d, path, fd_limit);
-    lb_gen_decide(d, d->gen, NULL);     /* every server's starting place */
+    {
+        size_t held;                    /* none: nothing to warm at start */
+
+        lb_gen_decide(d, d->gen, NULL, false, &held);   /* every server's starting place */
+    }
     for (size_t i = 0; i < d->nworkers; i++) {
         if (lb_worker_init(&d->workers[i], d, (unsigned)i, err, sizeof(err)) == -1) {
             lb_log(CONF_LOG_ERROR, "start_failed", "worker=%zu error=%s", i,

@@ -32,6 +32,7 @@ lb_health_on_results(void *msgs, size_t n, void *arg)
             lb_server_apply_check(d, g->by_id[results[i].id], &results[i]);
     }
     pthread_mutex_unlock(&d->state_lock);
+    lb_reload_warm_check(d, false);     /* a first probe may end a warm-up */
 }
 
 static void

@@ -179,9 +179,16 @@ void lb_gen_unref(struct lb_gen *g);
 
 /* Places every server of a just built generation g (start, or a reload
  * replacing old, whose servers g does not have are removed: they leave
- * rotation and drain with their pool's drain_timeout). Returns how many
- * were removed. Caller holds state_lock (or is alone, at start). */
-size_t lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old);
+ * rotation and drain with their pool's drain_timeout). With warm_hold, a
+ * removed server that serves stays in rotation while its pool has servers
+ * waiting for their first probe (bal_rotation_decide); *warm_held counts
+ * them. Returns how many were removed. Caller holds state_lock (or is
+ * alone, at start). */
+size_t lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old,
+                     bool warm_hold, size_t *warm_held);
+/* True while a server of g under health control waits for its first
+ * probe. Caller holds state_lock. */
+bool lb_gen_is_warming(const struct lb_gen *g);
 /* Makes room for lb_gen_decide(d, g, old) and for every later decision on
  * g, before a reload commits. -1 when out of memory. */
 int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old);
@@ -224,6 +231,10 @@ void lb_reload_fini(struct lb_daemon *d);
 /* Worker `worker` now runs generation `number` (its acknowledgement of a
  * switch). Main thread. */
 void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);
+/* A reload that warms new servers before the switch: ends the warm-up when
+ * none is pending any more (is_bound: at its time bound, whatever they
+ * are). Main thread. */
+void lb_reload_warm_check(struct lb_daemon *d, bool is_bound);
 
 /* POST /reload: asks main to reload and waits for the outcome. Returns the
  * reload's status (0 or -1) with its message in msg. Admin thread. */

@@ -12,6 +12,12 @@
  *   4. Commit under state_lock: swap the generation and decide every pool
  *      (server.c): removed servers leave rotation and drain with their
  *      pool's drain_timeout, new ones wait for their first passing probe.
+ *      A pool that would lose serving servers while new ones are still
+ *      pending warms first: its removed servers keep serving, and the
+ *      workers keep the old generation, until no new server is pending
+ *      (each first probe passed or failed) or LB_RELOAD_WARM_MAX_MS, then
+ *      the removed servers leave and drain (a blue/green switch never
+ *      leaves a pool empty for a probe's time).
  *   5. Post the generation to every worker's mailbox and go back to the
  *      loop. Each worker acknowledges its switch on main's mailbox; with
  *      the last acknowledgement the reload is done: it is logged, counted
@@ -36,6 +42,11 @@
 
 /* How often replaced generations are checked for their last session. */
 #define LB_RELOAD_CLEANUP_MS 500
+/* The longest warm-up: new servers' first probes start at once and end
+ * within check_timeout; a second more covers a busy health thread. The
+ * cap keeps a reload (and its POST /reload) short with a long timeout. */
+#define LB_RELOAD_WARM_SLACK_MS 1000
+#define LB_RELOAD_WARM_MAX_MS 10000
 
 /* A committed reload waiting for the workers to switch. */
 struct lb_reload_run {
@@ -45,9 +56,15 @@ struct lb_reload_run {
     uint64_t started_ms;
     size_t added, removed;
     size_t switched;                    /* workers acknowledged */
+    size_t warm_held;                   /* removed servers serving while
+                                           the new ones warm */
+    struct lb_gen *old;                 /* warming: the generation the
+                                           workers still run (a reference) */
+    uint64_t warm_ms;                   /* how long the warm-up took */
 };
 
 static void lb_reload_finish_if_switched(struct lb_daemon *d);
+static void lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run);
 static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                           const char *err, const struct lb_reload_run *run);
@@ -87,9 +104,10 @@ lb_reload_retire_gen(struct lb_daemon *d, struct lb_gen *old)
     return 0;
 }
 
-/* Steps 1 to 4. On success *added and *removed count the servers. */
+/* Steps 1 to 4. On success run's added, removed and warm_held count the
+ * servers. */
 static int
-lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, size_t *added, size_t *removed)
+lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload_run *run)
 {
     struct lb_gen *old = d->gen, *ng;
     struct conf *conf = NULL;
@@ -140,9 +158,13 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, size_t *added, s
         /* changed thresholds apply from the next probe */
         srv->b->health.rise = srv->pool->conf->rise ? srv->pool->conf->rise : 1;
         srv->b->health.fall = srv->pool->conf->fall ? srv->pool->conf->fall : 1;
-        *added += !srv->b->is_decided;
+        run->added += !srv->b->is_decided;
     }
-    *removed = lb_gen_decide(d, ng, old);
+    run->removed = lb_gen_decide(d, ng, old, true, &run->warm_held);
+    if (run->warm_held > 0) {
+        run->old = old;
+        lb_gen_ref(old);
+    }
     d->gen = ng;                        /* main's reference moves over */
     lb_log_set_level(ng->conf->global.log_level);
     atomic_store(&d->limit.max, ng->conf->global.max_connections);
@@ -182,15 +204,83 @@ lb_reload_start(struct lb_daemon *d, const char *trigger)
     }
     *run = (struct lb_reload_run){ .trigger = trigger, .ticket = ticket,
                                    .started_ms = lb_mono_ms() };
-    if (lb_reload_commit(d, err, sizeof(err), &run->added, &run->removed) == -1) {
+    if (lb_reload_commit(d, err, sizeof(err), run) == -1) {
         lb_reload_end(d, trigger, ticket, -1, err, NULL);
         free(run);
         return;
     }
     run->number = d->gen->number;
     d->reload_run = run;
+    if (run->old != NULL) {
+        lb_reload_warm_start(d, run);
+        return;
+    }
     lb_reload_publish(d, run);
     lb_reload_finish_if_switched(d);    /* no worker to wait for */
+}
+
+/* ------------------------------------------------------------- warming */
+
+static uint64_t
+lb_reload_warm_bound_ms(const struct lb_gen *g)
+{
+    uint64_t ms = 0;
+
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        const struct conf_pool *pc = &g->conf->pools[i];
+
+        if (pc->check != CONF_CHECK_NONE && pc->check_timeout_ms > ms)
+            ms = pc->check_timeout_ms;
+    }
+    ms += LB_RELOAD_WARM_SLACK_MS;
+    return ms < LB_RELOAD_WARM_MAX_MS ? ms : LB_RELOAD_WARM_MAX_MS;
+}
+
+static void
+lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run)
+{
+    uint64_t ms = lb_reload_warm_bound_ms(d->gen);
+    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+    lb_log(CONF_LOG_INFO, "reload_warming",
+           "generation=%llu held=%zu added=%zu max_ms=%llu",
+           (unsigned long long)run->number, run->warm_held, run->added,
+           (unsigned long long)ms);
+    event_add(d->warm_ev, &tv);
+    lb_reload_warm_check(d, false);     /* every first probe may be back */
+}
+
+/* Ends the warm-up once no new server waits for its first probe, or at
+ * its bound: the removed servers leave rotation and drain, and the workers
+ * switch. Main thread, after health verdicts and on the warm timer. */
+void
+lb_reload_warm_check(struct lb_daemon *d, bool is_bound)
+{
+    struct lb_reload_run *run = d->reload_run;
+    size_t held;
+
+    if (run == NULL || run->old == NULL)
+        return;
+    pthread_mutex_lock(&d->state_lock);
+    if (!is_bound && lb_gen_is_warming(d->gen)) {
+        pthread_mutex_unlock(&d->state_lock);
+        return;
+    }
+    lb_gen_decide(d, d->gen, run->old, false, &held);
+    pthread_mutex_unlock(&d->state_lock);
+    event_del(d->warm_ev);
+    lb_gen_unref(run->old);
+    run->old = NULL;
+    run->warm_ms = lb_mono_ms() - run->started_ms;
+    lb_reload_publish(d, run);
+    lb_reload_finish_if_switched(d);
+}
+
+static void
+lb_reload_on_warm_bound(evutil_socket_t fd, short what, void *arg)
+{
+    lb_reload_warm_check(arg, true);
 }
 
 void
@@ -257,9 +347,10 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
     pthread_mutex_unlock(&d->state_lock);
 
     if (rc == 0)
-        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu duration_ms=%.1f",
+        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu warm_ms=%llu duration_ms=%.1f",
                trigger, (unsigned long long)d->gen->number, d->gen->nservers, run->added,
-               run->removed, (double)(lb_mono_ms() - run->started_ms));
+               run->removed, (unsigned long long)run->warm_ms,
+               (double)(lb_mono_ms() - run->started_ms));
     else
         lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
@@ -370,7 +461,9 @@ lb_reload_init(struct lb_daemon *d)
     pthread_cond_init(&d->reload_cond, NULL);
     d->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
     d->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
-    if (d->hup_ev == NULL || d->retired_ev == NULL || event_add(d->retired_ev, &tv) == -1)
+    d->warm_ev = evtimer_new(d->base, lb_reload_on_warm_bound, d);
+    if (d->hup_ev == NULL || d->retired_ev == NULL || d->warm_ev == NULL ||
+        event_add(d->retired_ev, &tv) == -1)
         return -1;
     return 0;
 }
@@ -382,7 +475,11 @@ lb_reload_fini(struct lb_daemon *d)
         event_free(d->retired_ev);
     if (d->hup_ev != NULL)
         event_free(d->hup_ev);
-    d->retired_ev = d->hup_ev = NULL;
+    if (d->warm_ev != NULL)
+        event_free(d->warm_ev);
+    d->retired_ev = d->hup_ev = d->warm_ev = NULL;
+    if (d->reload_run != NULL && d->reload_run->old != NULL)
+        lb_gen_unref(d->reload_run->old);
     free(d->reload_run);
     d->reload_run = NULL;
     for (size_t i = 0; i < d->nretired; i++)

@@ -131,15 +131,15 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
  * reload the servers it lost), and what it changes. cause is the index of
  * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
  * log text of that change. */
-static void
+static size_t
 lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_cause kind,
-          size_t cause, const char *cause_reason, double detection_ms)
+          size_t cause, const char *cause_reason, double detection_ms, bool warm_hold)
 {
     struct bal_member *m = d->decide_members;
     uint32_t floor = pc != NULL ? bal_guard_floor(pc->min_servers.value,
                                                   pc->min_servers.is_percent, pc->nservers)
                                 : 0;
-    size_t in_after, in_count = 0;
+    size_t in_after, in_count = 0, held = 0;
 
     for (size_t i = 0; i < n; i++) {
         const struct lb_server *srv = d->decide_servers[i];
@@ -155,17 +155,21 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .down_since_ms = b->down_since_ms,
             .weight = srv->conf->weight,
             .drain_timeout_ms = srv->pool->conf->drain_timeout_ms,
+            .may_warm_hold = warm_hold && b->is_removed,
         };
         in_count += m[i].was_in_rotation && !b->is_removed;
     }
     in_after = bal_rotation_decide(m, n, floor, kind, cause);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         lb_decide_apply(d, d->decide_servers[i], &m[i], cause_reason, detection_ms, in_after,
                         &in_count);
+        held += m[i].is_warm_held;
+    }
     /* A server back in rotation brings free slots: they go to the clients
      * already queued for one (a no-op when nobody waits). */
     if (pc != NULL && n > 0)
         lb_queue_kick(&d->decide_servers[0]->pool->shared->queue);
+    return held;
 }
 
 static void
@@ -177,7 +181,8 @@ lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
     /* reserved for this pool's size when its generation was placed */
     for (size_t i = 0; i < n; i++)
         d->decide_servers[i] = &pool->servers[i];
-    lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms);
+    lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms,
+              false);
 }
 
 /* A server of old that generation g does not have. */
@@ -222,10 +227,12 @@ lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct 
 }
 
 size_t
-lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old)
+lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old, bool warm_hold,
+              size_t *warm_held)
 {
     size_t removed = 0;
 
+    *warm_held = 0;
     for (size_t i = 0; i < g->conf->npools; i++) {
         struct lb_pool *p = &g->pools[i];
         size_t n = p->conf->nservers;
@@ -234,7 +241,7 @@ lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old)
             d->decide_servers[k] = &p->servers[k];
         n = lb_gen_add_lost(d, g, old, p->conf->name, n);
         removed += n - p->conf->nservers;
-        lb_decide(d, p->conf, n, BAL_CAUSE_BUILD, 0, "reload", 0);
+        *warm_held += lb_decide(d, p->conf, n, BAL_CAUSE_BUILD, 0, "reload", 0, warm_hold);
     }
     /* Pools the new config no longer has: all their servers are lost. */
     for (size_t i = 0; old != NULL && i < old->conf->npools; i++) {
@@ -248,9 +255,21 @@ lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old)
             continue;
         n = lb_gen_add_lost(d, g, old, name, 0);
         removed += n;
-        lb_decide(d, NULL, n, BAL_CAUSE_BUILD, 0, "reload", 0);
+        lb_decide(d, NULL, n, BAL_CAUSE_BUILD, 0, "reload", 0, false);
     }
     return removed;
+}
+
+bool
+lb_gen_is_warming(const struct lb_gen *g)
+{
+    for (size_t i = 0; i < g->nservers; i++) {
+        const struct lb_backend *b = g->servers[i]->b;
+
+        if (b->health.state == BAL_HEALTH_PENDING && b->admin == BAL_ADMIN_NONE)
+            return true;
+    }
+    return false;
 }
 
 void

@@ -711,9 +711,12 @@ class Lb:
             if marker in text:
                 problems.append(f"sanitizer report in lb's stderr ({marker!r})")
                 break
-        for ev in self.events():
-            if ev.get("level") == "error" and ev.get("event") not in self.allowed_errors:
-                problems.append(f"unexpected error event: {ev.get('event')} {ev}")
+        unexpected = [ev for ev in self.events()
+                      if ev.get("level") == "error" and ev.get("event") not in self.allowed_errors]
+        for ev in unexpected[:3]:
+            problems.append(f"unexpected error event: {ev.get('event')} {ev}")
+        if len(unexpected) > 3:
+            problems.append(f"... and {len(unexpected) - 3} more unexpected error events")
         if problems:
             raise AssertionError("; ".join(problems) + "\n" + self.log_tail(60))
 

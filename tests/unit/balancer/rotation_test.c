@@ -743,9 +743,86 @@ test_drain_deadline(void)
           (UINT64_C(1) << 63) + (UINT64_C(1) << 62));
 }
 
+/* A blue/green reload: removed servers that serve stay in rotation while
+ * any new server waits for its first probe and the caller allows the hold;
+ * they leave (and drain) once none is pending or the hold is withdrawn.
+ * Never held: one an operator took out, one that was out already. */
+static void
+test_warm_hold(void)
+{
+    struct bal_member m[5];
+
+    for (int i = 0; i < 2; i++) {           /* blue: removed, serving */
+        m[i] = srv(BAL_HEALTH_UP, 0);
+        m[i].is_removed = true;
+        m[i].may_warm_hold = true;
+    }
+    for (int i = 2; i < 4; i++) {           /* green: added, pending */
+        m[i] = srv(BAL_HEALTH_PENDING, 0);
+        m[i].was_in_rotation = false;
+        m[i].is_new = true;
+    }
+    m[4] = srv(BAL_HEALTH_UP, 0);           /* removed, drained by an operator */
+    m[4].is_removed = true;
+    m[4].may_warm_hold = true;
+    m[4].admin = BAL_ADMIN_DRAIN;
+    m[4].was_in_rotation = false;
+
+    CHECK_EQ_INT(decide(m, 5, 1, BAL_CAUSE_BUILD, 0), 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(m[i].in_rotation && m[i].is_warm_held);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_NONE);
+        CHECK(!m[i].drain_restart);
+        CHECK(!m[i].is_guarded);
+    }
+    CHECK(!m[2].in_rotation && !m[3].in_rotation);
+    CHECK(!m[4].in_rotation && !m[4].is_warm_held && m[4].drain_restart);
+
+    /* one green server passes: the other is still pending, blue stays */
+    carry(m, 5);
+    m[2].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 5, 1, BAL_CAUSE_HEALTH, 2), 3);
+    CHECK(m[0].is_warm_held && m[1].is_warm_held && m[2].in_rotation);
+    CHECK_EQ_INT(m[2].why, BAL_WHY_HEALTH);
+
+    /* the last first probe fails: nobody is pending, blue leaves */
+    carry(m, 5);
+    m[3].health = BAL_HEALTH_DOWN;
+    CHECK_EQ_INT(decide(m, 5, 1, BAL_CAUSE_HEALTH, 3), 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK(!m[i].in_rotation && !m[i].is_warm_held);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_REMOVED);
+        CHECK(m[i].drain_restart);
+        CHECK_EQ_INT(m[i].drain_ms, DRAIN_MS);
+    }
+
+    /* the caller's bound: may_warm_hold withdrawn while still pending */
+    for (int i = 0; i < 2; i++) {
+        m[i] = srv(BAL_HEALTH_UP, 0);
+        m[i].is_removed = true;
+    }
+    m[2] = srv(BAL_HEALTH_PENDING, 0);
+    m[2].was_in_rotation = false;
+    CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 0);
+    CHECK(!m[0].in_rotation && !m[1].in_rotation && m[0].drain_restart);
+
+    /* a pending server an operator disabled does not keep the pool warming */
+    for (int i = 0; i < 2; i++) {
+        m[i] = srv(BAL_HEALTH_UP, 0);
+        m[i].is_removed = true;
+        m[i].may_warm_hold = true;
+    }
+    m[2] = srv(BAL_HEALTH_PENDING, 0);
+    m[2].was_in_rotation = false;
+    m[2].admin = BAL_ADMIN_DISABLE;
+    CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 0);
+    CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
+}
+
 int
 main(void)
 {
+    test_warm_hold();
     test_truth_table();
     test_floor();
     test_crash_three_of_four();
