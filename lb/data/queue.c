@@ -27,17 +27,25 @@ lb_queue_unlink(struct lb_queue *q, struct lb_waiter *wt)
     atomic_fetch_sub(&q->depth, 1);
 }
 
+/* Puts a waiter at the tail (joining) or back at the head (a grant that
+ * could not be posted). */
 static void
-lb_queue_push_front(struct lb_queue *q, struct lb_waiter *wt)
+lb_queue_link(struct lb_queue *q, struct lb_waiter *wt, bool at_head)
 {
-    wt->prev = NULL;
-    wt->next = q->head;
-    if (q->head != NULL)
-        q->head->prev = wt;
+    wt->prev = at_head ? NULL : q->tail;
+    wt->next = at_head ? q->head : NULL;
+    if (wt->prev != NULL)
+        wt->prev->next = wt;
+    else
+        q->head = wt;
+    if (wt->next != NULL)
+        wt->next->prev = wt;
     else
         q->tail = wt;
-    q->head = wt;
     wt->is_queued = true;
+    /* seq_cst, with the fences of lb_queue_release_slot and the kick: a
+     * slot released between a waiter's pick and its joining is seen by the
+     * joiner's kick, or the releaser sees this depth and kicks itself. */
     atomic_fetch_add(&q->depth, 1);
 }
 
@@ -54,18 +62,7 @@ lb_queue_join(struct lb_waiter *wt)
         return false;
     }
     wt->granted = -1;
-    wt->next = NULL;
-    wt->prev = q->tail;
-    if (q->tail != NULL)
-        q->tail->next = wt;
-    else
-        q->head = wt;
-    q->tail = wt;
-    wt->is_queued = true;
-    /* seq_cst, with the fence in lb_queue_release_slot: a slot released
-     * between this waiter's pick and now is seen by the kick below, or the
-     * releaser sees this depth and kicks itself. */
-    atomic_fetch_add(&q->depth, 1);
+    lb_queue_link(q, wt, false);
     q->queued_total++;
     pthread_mutex_unlock(&q->lock);
     lb_queue_kick(q);
@@ -143,7 +140,7 @@ lb_queue_kick(struct lb_queue *q)
             /* Out of memory: the waiter keeps its place and waits for the
              * next slot or its timeout. */
             wt->granted = -1;
-            lb_queue_push_front(q, wt);
+            lb_queue_link(q, wt, true);
             bal_server_conn_end(wt->pool->bal, (size_t)i);
             break;
         }
