@@ -124,6 +124,8 @@ struct conf_frontend {
     char *name;
     int line;
     struct conf_addr listen;
+    int listen_line;                /* of its listen key: where a bind
+                                       error points */
     char *pool_name;
     size_t pool_index;              /* into conf.pools, resolved by conf_load */
 };

@@ -109,6 +109,7 @@ conf_check_frontends(struct conf_parse *p)
             }
         }
         conf_check_required(p, CONF_SECTION_FRONTEND, fe->name, l);
+        fe->listen_line = l->key[klisten];
         if (l->key[klisten] != 0 && !l->bad[klisten])
             conf_check_listen(p, i, l->key[klisten]);
         if (fe->pool_name == NULL || l->bad[kpool])

@@ -167,9 +167,11 @@ struct lb_gen {
  * (NULL at start): servers, frontend counters and listening sockets it
  * shares with the new one are kept, not rebuilt. New servers get ids from
  * *next_id and are out of rotation until the first decision places them;
- * new addresses are bound here (nworkers sockets each). NULL with err set
- * on failure (a bind error names FILE:LINE). Main thread; needs no lock
- * (it only adds references to what old shares). */
+ * new addresses are bound here (nworkers sockets each), once proved free:
+ * an address another socket listens on fails with "FILE:LINE: ADDR is
+ * already in use" (the line of the frontend's listen). NULL with err set
+ * on failure. Main thread; needs no lock (it only adds references to what
+ * old shares). */
 struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
                           uint32_t *next_id, char *err, size_t errlen);
 void lb_gen_ref(struct lb_gen *g);

@@ -132,12 +132,18 @@ lb_gen_find_backend(const struct lb_gen_index *ix, const char *pool,
 
 static void lb_listen_unref(struct lb_listen *l);
 
+/* The sockets of an address lb does not listen on yet: one per worker.
+ * *in_use is set when another socket holds the address. */
 static struct lb_listen *
-lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t errlen)
+lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
+              char *err, size_t errlen)
 {
     struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
+    const struct sockaddr *sa = (const struct sockaddr *)&addr->ss;
     char lerr[128];
+    int e;
 
+    *in_use = false;
     if (l == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -147,14 +153,29 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, char *err, size_t e
     l->nfds = nworkers;
     for (size_t i = 0; i < nworkers; i++)
         l->fds[i] = -1;
-    for (size_t i = 0; i < nworkers; i++) {
-        l->fds[i] = lb_net_listen((const struct sockaddr *)&addr->ss, addr->len, true,
-                                  lerr, sizeof(lerr));
-        if (l->fds[i] < 0) {
-            snprintf(err, errlen, "listen on %s: %s", addr->text, lerr);
-            lb_listen_unref(l);
-            return NULL;
-        }
+    /* The workers' sockets set SO_REUSEPORT, and with it the kernel would
+     * let them join any listener of the same user that set it too (another
+     * lb, say) and split that port's clients with it. So the address is
+     * proved free first, by a bind without the option. The window left:
+     * from the probe's close to the first bind below, microseconds, in
+     * which a process of the same user binding with SO_REUSEPORT would
+     * still be shared with; one that comes later is the kernel's to allow
+     * (a second lb stops at its own probe). Only new addresses come here:
+     * a reload that keeps an address shares its struct lb_listen
+     * (lb_gen_frontend_init). Sockets handed over by the process an
+     * upgrade replaces would be adopted into l->fds here instead, without
+     * a probe: they are lb's own. */
+    e = lb_net_check_free(sa, addr->len, lerr, sizeof(lerr));
+    for (size_t i = 0; e == 0 && i < nworkers; i++) {
+        l->fds[i] = lb_net_listen(sa, addr->len, true, lerr, sizeof(lerr));
+        if (l->fds[i] < 0)
+            e = errno;
+    }
+    if (e != 0) {
+        *in_use = e == EADDRINUSE;
+        snprintf(err, errlen, "listen on %s: %s", addr->text, lerr);
+        lb_listen_unref(l);
+        return NULL;
     }
     return l;
 }
@@ -325,11 +346,17 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
     }
     if (fe->listen == NULL) {
         char lerr[448];     /* "listen on ADDR: ERROR" */
+        bool in_use;
 
-        fe->listen = lb_listen_new(&cf->listen, nworkers, lerr, sizeof(lerr));
+        fe->listen = lb_listen_new(&cf->listen, nworkers, &in_use, lerr, sizeof(lerr));
+        if (fe->listen == NULL && in_use) {
+            snprintf(err, errlen, "%s:%d: %s is already in use", g->conf->file,
+                     cf->listen_line, cf->listen.text);
+            return -1;
+        }
         if (fe->listen == NULL) {
-            snprintf(err, errlen, "%s:%d: frontend %s: %s", g->conf->file, cf->line,
-                     cf->name, lerr);
+            snprintf(err, errlen, "%s:%d: frontend %s: %s", g->conf->file,
+                     cf->listen_line, cf->name, lerr);
             return -1;
         }
     }

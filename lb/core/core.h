@@ -87,9 +87,17 @@ const char *lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 
 /* A non-blocking listening socket with SO_REUSEADDR, bound to addr. With
  * reuseport (frontends: one socket per worker, the kernel spreads accepts
- * over them) also SO_REUSEPORT. Returns the fd, or -1 with err set. */
+ * over them) also SO_REUSEPORT. Returns the fd, or -1 with err set and
+ * errno that of the failed call. */
 int lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
                   char *err, size_t errlen);
+
+/* Whether a new listener on addr would be alone there: binds a socket
+ * without SO_REUSEPORT and closes it. 0 when the address is free, else the
+ * bind's errno (EADDRINUSE: some socket listens there) with err set. A
+ * free answer holds only until the caller binds: call it right before
+ * lb_net_listen. Any thread. */
+int lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t errlen);
 
 /* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
 uint64_t lb_net_raise_fd_limit(void);

@@ -36,11 +36,13 @@ lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
     return buf;
 }
 
-int
-lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
-              char *err, size_t errlen)
+/* A non-blocking socket with lb's listening options, bound to addr; not
+ * listening yet. -1 with err set and errno kept for the caller. */
+static int
+lb_net_bind(const struct sockaddr *addr, socklen_t len, bool reuseport,
+            char *err, size_t errlen)
 {
-    int one = 1;
+    int one = 1, e;
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
@@ -54,9 +56,9 @@ lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
         (reuseport &&
          setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)) {
-        snprintf(err, errlen, "setsockopt: %s", strerror(errno));
-        close(fd);
-        return -1;
+        e = errno;
+        snprintf(err, errlen, "setsockopt: %s", strerror(e));
+        goto fail;
     }
     /* Accepted sockets inherit TCP_NODELAY from the listener on Linux: one
      * setsockopt here instead of one per connection. A proxy must not add
@@ -65,16 +67,49 @@ lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
     if (addr->sa_family == AF_INET6)    /* [::]:80 means IPv6 only, as nginx */
         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, addr, len) == -1) {
-        snprintf(err, errlen, "bind: %s", strerror(errno));
-        close(fd);
-        return -1;
+        e = errno;
+        snprintf(err, errlen, "bind: %s", strerror(e));
+        goto fail;
     }
-    if (listen(fd, LB_NET_BACKLOG) == -1) {
-        snprintf(err, errlen, "listen: %s", strerror(errno));
+    return fd;
+fail:
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+int
+lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+              char *err, size_t errlen)
+{
+    int fd = lb_net_bind(addr, len, reuseport, err, errlen);
+
+    if (fd >= 0 && listen(fd, LB_NET_BACKLOG) == -1) {
+        int e = errno;
+
+        snprintf(err, errlen, "listen: %s", strerror(e));
         close(fd);
+        errno = e;
         return -1;
     }
     return fd;
+}
+
+int
+lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t errlen)
+{
+    /* The same options as the real sockets but SO_REUSEPORT: with it the
+     * kernel lets a bind share the address with any listener of the same
+     * user that set it too; without it, a bind fails while any socket
+     * listens there (SO_REUSEADDR only passes over TIME_WAIT and sockets
+     * that are bound but not listening), whoever owns it and whatever it
+     * set. */
+    int fd = lb_net_bind(addr, len, false, err, errlen);
+
+    if (fd < 0)
+        return errno;
+    close(fd);
+    return 0;
 }
 
 uint64_t

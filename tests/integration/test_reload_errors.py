@@ -217,13 +217,13 @@ class ReloadErrorsTest(LbTestCase):
         # The new file drops web2, reweights web1, adds a frontend that can
         # listen and one that cannot: nothing of it may apply.
         lines = [l for l in self.changed() if not l.startswith("server = web2")]
-        n_bad = len(lines) + 6
+        n_bad = len(lines) + 7
         lines += ["", "[frontend ok]", f"listen = {HOST}:{free}", "pool = web", "",
                   "[frontend taken]", f"listen = {HOST}:{tport}", "pool = web"]
-        self.assertEqual(lines[n_bad - 1], "[frontend taken]")
+        self.assertEqual(lines[n_bad - 1], f"listen = {HOST}:{tport}")
         write_atomic(lb.config_path, text_of(lines))
         err = self.check_bad(lb, "port taken", n_bad, ["in use"], 0, 0, 1)
-        self.assertIn(str(tport), err)
+        self.assertEqual(err, f"{lb.config_path}:{n_bad}: {HOST}:{tport} is already in use")
         self.assertTrue(harness.is_refused(free), "the frontend of a failed reload listens")
         # The port holder was not disturbed. (The client closes first, so
         # that no TIME_WAIT stays on the port.)

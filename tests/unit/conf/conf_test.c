@@ -184,6 +184,7 @@ test_defaults(void)
     CHECK_EQ_INT(c->nfrontends, 1);
     CHECK_EQ_STR(c->frontends[0].name, "web");
     CHECK_EQ_INT(c->frontends[0].line, 1);
+    CHECK_EQ_INT(c->frontends[0].listen_line, 2);
     CHECK_EQ_STR(c->frontends[0].pool_name, "web");
     CHECK_EQ_INT(c->frontends[0].pool_index, 0);
     CHECK_EQ_INT(port_of(&c->frontends[0].listen), 8080);
