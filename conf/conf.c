@@ -3,7 +3,8 @@
  * hand back either a struct conf or every problem found.
  *
  * The steps, in order: read the whole file (so NUL bytes and the size can
- * be checked, which fgets cannot), refuse binary data, let conf_ini.c fill
+ * be checked, which fgets cannot; again when a write overlapped the read),
+ * refuse binary data, let conf_ini.c fill
  * struct conf through inih, fill in defaults in one merge step, then run
  * the whole-file checks of conf_check.c. Each step reports what it finds
  * and the next ones still run, so one pass reports everything; a binary or
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -28,6 +30,9 @@
 
 /* Far above any real config; stops "-c /dev/zero" from eating memory. */
 #define CONF_FILE_MAX (16u * 1024 * 1024)
+/* Reads of a file that keeps changing under them before conf_load gives
+ * up: each is a few microseconds for a small file. */
+#define CONF_READ_TRIES 3
 
 static void conf_parse_init(struct conf_parse *p, const char *name);
 static void conf_parse_text(struct conf_parse *p);
@@ -40,6 +45,45 @@ static void conf_resolve_workers(struct conf *c);
 static int conf_error_cmp(const void *a, const void *b);
 static char *conf_errors_join(struct conf_parse *p);
 static void conf_parse_fini(struct conf_parse *p);
+
+/* One version of a file: a write changes its size or its mtime (kept to
+ * the nanosecond, though the kernel's clock for it ticks a few ms at a
+ * time: the size is what tells two writes of one tick apart), a rename
+ * over the path its inode. */
+struct conf_stamp {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
+static void
+conf_stamp_of(const struct stat *st, struct conf_stamp *out)
+{
+    out->dev = st->st_dev;
+    out->ino = st->st_ino;
+    out->size = st->st_size;
+    out->mtime = st->st_mtim;
+}
+
+static bool
+conf_stamp_equal(const struct conf_stamp *a, const struct conf_stamp *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* The stamp of what path names now; -1 when it cannot be stat'ed. */
+static int
+conf_stamp_path(const char *path, struct conf_stamp *out)
+{
+    struct stat st;
+
+    if (stat(path, &st) == -1)
+        return -1;
+    conf_stamp_of(&st, out);
+    return 0;
+}
 
 int
 conf_load(const char *path, struct conf **out, char **errors)
@@ -114,6 +158,73 @@ conf_parse_end(struct conf_parse *p, struct conf **out, char **errors)
     }
     conf_parse_fini(p);
     return rc;
+}
+
+/* How long until a file stamped st has not changed for quiet_ms: 0 when
+ * it already has. An mtime in the future (a clock set back, a copy that
+ * kept its times) is not a write in progress, which would stamp it now:
+ * 0 too, or the wait would never end. */
+static uint64_t
+conf_quiet_left_ms(const struct conf_stamp *st, unsigned quiet_ms)
+{
+    struct timespec now;
+    int64_t age_ns;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    age_ns = (int64_t)(now.tv_sec - st->mtime.tv_sec) * 1000000000 +
+             (now.tv_nsec - st->mtime.tv_nsec);
+    if (age_ns < 0 || age_ns >= (int64_t)quiet_ms * 1000000)
+        return 0;
+    return ((uint64_t)quiet_ms * 1000000 - (uint64_t)age_ns + 999999) / 1000000;
+}
+
+int
+conf_load_quiet(const char *path, unsigned quiet_ms, unsigned max_ms,
+                struct conf **out, char **errors)
+{
+    uint64_t slept_ms = 0;
+    size_t size;
+
+    *out = NULL;
+    *errors = NULL;
+    for (;;) {
+        struct conf_stamp before, after;
+        uint64_t left;
+
+        if (conf_stamp_path(path, &before) == -1)
+            return conf_load(path, out, errors);    /* it says why */
+        left = conf_quiet_left_ms(&before, quiet_ms);
+        if (left == 0) {
+            int rc = conf_load(path, out, errors);
+
+            /* Between the stat above and the open, a writer may have
+             * truncated the file and paused: the same stamp after the
+             * load proves the load read the quiet version. */
+            if (conf_stamp_path(path, &after) == 0 && conf_stamp_equal(&before, &after))
+                return rc;
+            conf_free(*out);
+            free(*errors);
+            *out = NULL;
+            *errors = NULL;
+            left = quiet_ms ? quiet_ms : 1;     /* it was written just now */
+        }
+        /* The budget is the time slept; a load thrown away costs quiet_ms
+         * of it, so there are at most max_ms / quiet_ms + 1 loads. */
+        if (slept_ms + left > max_ms)
+            break;
+        slept_ms += left;
+        struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000 };
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+            ;
+    }
+    size = strlen(path) + 256;
+    *errors = malloc(size);
+    if (*errors != NULL)
+        snprintf(*errors, size, "%s: the file is still being written (it changed "
+                 "less than %u ms before each read for %u ms): write the new "
+                 "version elsewhere and rename it into place\n", path, quiet_ms,
+                 max_ms);
+    return -1;
 }
 
 void
@@ -209,17 +320,23 @@ conf_parse_object(struct conf_parse *p, int kind, size_t index,
     }
 }
 
+/* Reads the file whole into p->buf (p->len bytes). *stable tells whether
+ * the bytes read are one version of the file: the same stamp when it was
+ * opened, after the last read (the open file), and then for the path (not
+ * renamed over meanwhile), and as many bytes as its size said. */
 static int
-conf_read_file(struct conf_parse *p)
+conf_read_once(struct conf_parse *p, bool *stable)
 {
     char ebuf[128];
-    size_t cap = 0, n;
+    size_t cap = p->cap, n;
+    struct conf_stamp opened, read_end, path_end;
     FILE *f;
     int err = 0;
 
     struct stat st = { 0 };
     int fd;
 
+    p->len = 0;
     /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, and a
      * reload would hang the main thread. Only regular files are read. */
     fd = open(p->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -238,6 +355,7 @@ conf_read_file(struct conf_parse *p)
         close(fd);
         return -1;
     }
+    conf_stamp_of(&st, &opened);
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     f = fdopen(fd, "rb");
     if (f == NULL) {
@@ -264,12 +382,14 @@ conf_read_file(struct conf_parse *p)
                 return -1;
             }
             p->buf = grown;
+            p->cap = cap;
         }
         n = fread(p->buf + p->len, 1, cap - p->len, f);
         p->len += n;
     } while (n != 0);
     if (ferror(f))
         err = errno != 0 ? errno : EIO;
+    *stable = fstat(fileno(f), &st) == 0;
     fclose(f);
     if (err != 0) {
         /* e.g. EISDIR: fopen() opens a directory, reading it fails */
@@ -277,8 +397,37 @@ conf_read_file(struct conf_parse *p)
                    conf_strerror(err, ebuf, sizeof(ebuf)));
         return -1;
     }
+    conf_stamp_of(&st, &read_end);
+    *stable = *stable && conf_stamp_equal(&opened, &read_end) &&
+              conf_stamp_path(p->file, &path_end) == 0 &&
+              conf_stamp_equal(&opened, &path_end) &&
+              p->len == (size_t)opened.size;
     p->buf[p->len] = '\0';
     return 0;
+}
+
+/* A file written in place while it is read would give a prefix of the new
+ * version, or of the old one cut where the writer truncated it: parsed, it
+ * may even be valid (a pool short of its last servers). Such a read is
+ * thrown away and the file read again; a writer still at work after a few
+ * tries is refused, not waited for (conf_load_quiet waits). */
+static int
+conf_read_file(struct conf_parse *p)
+{
+    for (int tries = 1;; tries++) {
+        bool stable = false;
+
+        if (conf_read_once(p, &stable) == -1)
+            return -1;
+        if (stable)
+            return 0;
+        if (tries == CONF_READ_TRIES) {
+            conf_error(p, 0, "the file changed while it was read (%d reads): "
+                       "write the new version elsewhere and rename it into "
+                       "place", tries);
+            return -1;
+        }
+    }
 }
 
 /* A binary file would give one confusing message per line; one that says

@@ -155,6 +155,16 @@ int conf_load(const char *path, struct conf **out, char **errors);
  * these same steps. Any thread; no global state. */
 int conf_load_text(const char *name, const char *text, size_t len,
                    struct conf **out, char **errors);
+/* conf_load for a reload, which may come while the file is being written
+ * in place (an editor, a deploy tool, a watcher that signals at the first
+ * write): it loads a version of the file that had not changed for
+ * quiet_ms and was the same after the load, sleeping until there is one.
+ * A file older than that loads at once. After max_ms of changes it gives
+ * up with "FILE: the file is still being written ...". Same results as
+ * conf_load. The calling thread sleeps up to max_ms in all, and loads
+ * the file at most max_ms / quiet_ms + 1 times. Any thread. */
+int conf_load_quiet(const char *path, unsigned quiet_ms, unsigned max_ms,
+                    struct conf **out, char **errors);
 void conf_free(struct conf *c);
 
 /* Names for logs and JSON. */

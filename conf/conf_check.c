@@ -1,6 +1,6 @@
 /*
- * conf_check.c - the checks that need the whole file: required keys,
- * duplicate names, references between sections, listen conflicts, and
+ * conf_check.c - the checks that need the whole file: required keys and
+ * sections, duplicate names, references between sections, listen conflicts, and
  * relations between keys. They run after the defaults are merged.
  *
  * A key whose value was rejected is skipped here (lines->bad): its error
@@ -97,6 +97,12 @@ conf_check_frontends(struct conf_parse *p)
     int klisten = conf_key_find(CONF_SECTION_FRONTEND, "listen");
     size_t i, j;
 
+    /* Valid INI, but useless, and the likely shape of a file cut short
+     * while it was written ([global] comes first): a reload would close
+     * every listener. (An empty file has its own message.) */
+    if (c->nfrontends == 0 && p->has_content)
+        conf_error(p, 0, "no [frontend NAME] section: lb would listen on "
+                   "nothing");
     for (i = 0; i < c->nfrontends; i++) {
         struct conf_frontend *fe = &c->frontends[i];
         const struct conf_lines *l = &p->frontend_lines[i];

@@ -37,6 +37,7 @@ struct conf_parse {
     /* the file, read whole, and the reader's position in it */
     char *buf;
     size_t len;
+    size_t cap;                     /* of buf, without its NUL */
     size_t pos;
     int lineno;                     /* of the line inih is handling */
     bool has_content;               /* a line other than blank or comment */

@@ -2,7 +2,8 @@
  * reload.c - SIGHUP and POST /reload: move to a new config without dropping
  * a connection and without forgetting what the health checks know.
  *
- *   1. Parse and validate the whole file. Bad: nothing changes.
+ *   1. Parse and validate the whole file, once it is done being written.
+ *      Bad: nothing changes.
  *   2. Build the new generation next to the old one. Kept servers share
  *      their state (struct lb_backend), kept addresses their sockets, so
  *      nothing is copied and nothing is lost; new addresses are bound now,
@@ -47,6 +48,16 @@
  * cap keeps a reload (and its POST /reload) short with a long timeout. */
 #define LB_RELOAD_WARM_SLACK_MS 1000
 #define LB_RELOAD_WARM_MAX_MS 10000
+/* A reload reads only a version of the file that has not changed for
+ * QUIET ms: one written in place is taken once its writer is done, not
+ * half way (a watcher that signals at the first write, an editor, a deploy
+ * tool that writes in several calls), and a file that keeps changing for
+ * QUIET_MAX ms fails the reload. Main waits, asleep, meanwhile: the data
+ * path and the admin port go on, health verdicts wait for the reload as
+ * they do for any other. A file replaced by rename (the README's advice)
+ * costs at most QUIET ms. */
+#define LB_RELOAD_QUIET_MS 50
+#define LB_RELOAD_QUIET_MAX_MS 1000
 
 /* A committed reload waiting for the workers to switch. */
 struct lb_reload_run {
@@ -118,7 +129,8 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         snprintf(err, errlen, "shutting down");
         return -1;
     }
-    if (conf_load(d->path, &conf, &errors) == -1) {
+    if (conf_load_quiet(d->path, LB_RELOAD_QUIET_MS, LB_RELOAD_QUIET_MAX_MS, &conf,
+                        &errors) == -1) {
         size_t n;
 
         snprintf(err, errlen, "%s", errors != NULL ? errors : "out of memory");

@@ -5,13 +5,17 @@
  * Every case also goes through conf_load_text on the same bytes.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -493,6 +497,11 @@ test_sections(void)
     EXPECT_ERRORS(FRONTEND POOL "[health] threads = 2\n",
                   "@:6: unexpected text \"threads = 2\" after the section "
                   "header\n");
+    /* what a file cut short after its [global] section looks like */
+    EXPECT_ERRORS("[global]\nworkers = 2\n",
+                  "@: no [frontend NAME] section: lb would listen on nothing\n");
+    EXPECT_ERRORS("; a comment\n" POOL,
+                  "@: no [frontend NAME] section: lb would listen on nothing\n");
 }
 
 static void
@@ -787,6 +796,211 @@ test_file(void)
     conf_free(NULL);
 }
 
+/* ------------------------------------------------- a file being written */
+
+/* A config whose pool has n servers named PREFIX1..PREFIXn: a prefix of it
+ * that parses has fewer, or none of them. */
+static void
+servers_text(char *buf, size_t len, const char *prefix, int n)
+{
+    size_t t = (size_t)snprintf(buf, len, "%s[pool web]\n", FRONTEND);
+
+    for (int i = 1; i <= n; i++)
+        t += (size_t)snprintf(buf + t, len - t, "server = %s%d 127.0.0.1:%d\n",
+                              prefix, i, 9000 + i);
+}
+
+/* Rewrites path in place, as `cat > file` does: truncate, then chunk bytes
+ * per write(2) with pause_us between writes; rounds times, or until stop
+ * (rounds 0). */
+struct writer {
+    const char *text;
+    size_t chunk;
+    unsigned pause_us;
+    int rounds;
+    atomic_bool stop;
+    atomic_int writes;                  /* write(2) calls made */
+    atomic_int done;                    /* rounds written */
+};
+
+static void *
+writer_run(void *arg)
+{
+    struct writer *w = arg;
+    size_t n = strlen(w->text);
+
+    for (int r = 0; w->rounds == 0 ? !atomic_load(&w->stop) : r < w->rounds; r++) {
+        int fd = open(path, O_WRONLY | O_TRUNC);
+
+        if (fd < 0) {
+            perror(path);
+            exit(2);
+        }
+        for (size_t off = 0; off < n; off += w->chunk) {
+            size_t k = n - off < w->chunk ? n - off : w->chunk;
+
+            if (write(fd, w->text + off, k) != (ssize_t)k) {
+                perror("write");
+                exit(2);
+            }
+            atomic_fetch_add(&w->writes, 1);
+            if (w->pause_us)
+                usleep(w->pause_us);
+        }
+        close(fd);
+        atomic_fetch_add(&w->done, 1);
+    }
+    return NULL;
+}
+
+static double
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether c is exactly the config of servers_text(prefix, n). */
+static bool
+is_version(const struct conf *c, const char *prefix, int n)
+{
+    char name[32];
+
+    if (c == NULL || c->npools != 1 || c->pools[0].nservers != (size_t)n)
+        return false;
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "%s%d", prefix, i + 1);
+        if (strcmp(c->pools[0].servers[i].name, name) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* conf_load throws away a read that a write overlapped, and says so once
+ * a writer keeps overlapping: with a writer rewriting the file without a
+ * pause, some loads must end in that error (bounded at 2 s). The loads it
+ * accepts may still be a prefix: a read that fell between two writes sees
+ * one version, which is what conf_load_quiet is for. */
+static void
+test_changed_while_read(void)
+{
+    static char text[8192];
+    struct writer w = { .text = text, .chunk = 16 };
+    int changed = 0, full = 0, prefix = 0, other = 0;
+    double t0 = mono_ms();
+    pthread_t t;
+
+    servers_text(text, sizeof(text), "s", 100);
+    write_file(text, strlen(text));
+    CHECK(pthread_create(&t, NULL, writer_run, &w) == 0);
+    while (changed == 0 && mono_ms() - t0 < 2000) {
+        struct conf *c = NULL;
+        char *errors = NULL;
+
+        if (conf_load(path, &c, &errors) == 0)
+            *(is_version(c, "s", 100) ? &full : &prefix) += 1;
+        else if (strstr(errors, "the file changed while it was read (3 reads): write "
+                        "the new version elsewhere and rename it into place") != NULL)
+            changed++;
+        else
+            other++;                    /* "file is empty", after a truncate */
+        conf_free(c);
+        free(errors);
+    }
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    fprintf(stderr, "changed while read: %d refused, %d whole, %d prefix, %d other "
+            "errors in %.0f ms, %d rewrites\n", changed, full, prefix, other,
+            mono_ms() - t0, atomic_load(&w.done));
+    CHECK(changed > 0);
+}
+
+/* conf_load_quiet waits for quiet_ms without a change, and only then. */
+static void
+test_load_quiet_waits(void)
+{
+    static char text[8192];
+    struct timespec times[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
+    struct conf *c = NULL;
+    char *errors = NULL;
+    double t0, ms;
+
+    servers_text(text, sizeof(text), "s", 3);
+    write_file(text, strlen(text));     /* just written: fresh */
+    t0 = mono_ms();
+    CHECK_EQ_INT(conf_load_quiet(path, 300, 1000, &c, &errors), 0);
+    ms = mono_ms() - t0;
+    /* the file's clock ticks coarsely (a few ms): 300 ms less one tick */
+    CHECK(ms >= 250);
+    CHECK(is_version(c, "s", 3));
+    conf_free(c);
+
+    /* written 10 s ago, or an hour ahead (a clock set back): at once */
+    for (int ahead = 0; ahead < 2; ahead++) {
+        times[1].tv_sec = time(NULL) + (ahead ? 3600 : -10);
+        CHECK(utimensat(AT_FDCWD, path, times, 0) == 0);
+        t0 = mono_ms();
+        CHECK_EQ_INT(conf_load_quiet(path, 300, 1000, &c, &errors), 0);
+        ms = mono_ms() - t0;
+        CHECK(ms < 150);
+        CHECK(is_version(c, "s", 3));
+        conf_free(c);
+    }
+    free(errors);
+}
+
+/* A file rewritten slowly in place: conf_load_quiet takes the old version
+ * or the whole new one, never a part; a writer that never stops is
+ * refused once the budget is slept. */
+static void
+test_load_quiet_writer(void)
+{
+    static char old[8192], text[8192];
+    struct writer w = { .text = text, .chunk = 24, .pause_us = 1000, .rounds = 1 };
+    struct conf *c = NULL;
+    char *errors = NULL;
+    pthread_t t;
+    double t0, ms;
+
+    servers_text(old, sizeof(old), "old", 3);
+    servers_text(text, sizeof(text), "new", 30);
+    for (int round = 0; round < 5; round++) {
+        write_file(old, strlen(old));
+        atomic_store(&w.writes, 0);
+        CHECK(pthread_create(&t, NULL, writer_run, &w) == 0);
+        /* caught at different points of the write (its 40-odd calls) */
+        while (atomic_load(&w.writes) < round * 8)
+            usleep(100);
+        CHECK_EQ_INT(conf_load_quiet(path, 100, 3000, &c, &errors), 0);
+        CHECK(is_version(c, "old", 3) || is_version(c, "new", 30));
+        if (round > 0)                  /* it began before the load */
+            CHECK(is_version(c, "new", 30));
+        conf_free(c);
+        pthread_join(t, NULL);
+    }
+
+    w.rounds = 0;
+    atomic_store(&w.writes, 0);
+    CHECK(pthread_create(&t, NULL, writer_run, &w) == 0);
+    while (atomic_load(&w.writes) == 0)
+        usleep(100);
+    t0 = mono_ms();
+    CHECK_EQ_INT(conf_load_quiet(path, 100, 400, &c, &errors), -1);
+    ms = mono_ms() - t0;
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    CHECK(c == NULL);
+    CHECK(ms >= 300 && ms < 2000);
+    char *want = expand("@: the file is still being written (it changed less than "
+                        "100 ms before each read for 400 ms): write the new version "
+                        "elsewhere and rename it into place\n");
+    CHECK_EQ_STR(errors, want);
+    free(want);
+    free(errors);
+}
+
 /* Everything wrong in a file is reported in one pass, in line order. */
 static void
 test_many_errors(void)
@@ -854,6 +1068,9 @@ main(void)
     test_references();
     test_check_timeout();
     test_file();
+    test_changed_while_read();
+    test_load_quiet_waits();
+    test_load_quiet_writer();
     test_many_errors();
 
     unlink(path);
