@@ -205,8 +205,9 @@ class Blackhole:
 # ---------------------------------------------------------------- backends
 
 class Backend:
-    """A TCP server on 127.0.0.1 (port picked by the kernel) that runs
-    handler(backend, conn) in a thread per accepted connection.
+    """A TCP server on 127.0.0.1 (port picked by the kernel, or `port`;
+    SO_REUSEPORT set when `reuseport`) that runs handler(backend, conn) in
+    a thread per accepted connection.
 
     Counts connections thread-safely: accepted (ever), active (handler still
     running). A handler reports findings with backend.report(x) (read with
@@ -214,13 +215,16 @@ class Backend:
     kept in backend.errors: a test can assert there are none. The socket is
     closed when the handler returns."""
 
-    def __init__(self, handler, name="backend", backlog=128, conn_timeout=30.0):
+    def __init__(self, handler, name="backend", backlog=128, conn_timeout=30.0, port=0,
+                 reuseport=False):
         self.name = name
         self.handler = handler
         self.conn_timeout = conn_timeout
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
+        if reuseport:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self.sock.bind((HOST, port))
         self.sock.listen(backlog)
         self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]

@@ -14,52 +14,16 @@ holder. A reload that keeps an address keeps lb's own sockets, which are
 not "someone else"."""
 
 import socket
-import threading
 
 import harness
-from harness import HOST, IO_TIMEOUT, Lb, LbTestCase, fetch_name, free_port, line_of, wait_for
+from harness import (HOST, IO_TIMEOUT, Backend, Lb, LbTestCase, fetch_name, free_port, line_of,
+                     wait_for)
 from test_reload_traffic import config_text, post_reload, sighup_fail, start_lb, write_atomic
 
 CLIENTS = 20        # with sharing, the chance that all reach the holder is 2^-20
 
 
-class PortHolder:
-    """A listener on 127.0.0.1:port that accepts and closes, counting the
-    connections it got."""
-
-    def __init__(self, port, reuseport):
-        self.sock = socket.socket()
-        # As servers do: the connections it closed (TIME_WAIT, LAST_ACK)
-        # then do not keep the port from a new listener once it is gone.
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuseport:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        self.sock.bind((HOST, port))
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            c.close()
-            self.accepted += 1
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=IO_TIMEOUT)
-        self.sock.close()
-
-
-def holder_gets_every_client(tc, holder, port):
+def holder_gets_every_client(holder, port):
     """CLIENTS connections to port: each one must be the holder's."""
     before = holder.accepted
     for _ in range(CLIENTS):
@@ -77,9 +41,11 @@ class ListenInUseTest(LbTestCase):
         self.web1 = self.named("web1")
 
     def hold(self, port, reuseport):
-        h = PortHolder(port, reuseport)
-        self.addCleanup(h.stop)
-        return h
+        """The other holder of port: a listener that accepts and closes
+        (with SO_REUSEADDR, as servers do: the connections it closed then do
+        not keep the port from lb once it is gone)."""
+        return self.backend(Backend(lambda b, conn: None, name=f"holder{port}", port=port,
+                                    reuseport=reuseport))
 
     def config(self, port):
         """(text, line of the frontend's listen) of a config serving port."""
@@ -108,7 +74,7 @@ class ListenInUseTest(LbTestCase):
                 lb, ev = self.refused_start(text)
                 self.assertEqual(ev.get("error"),
                                  f"{lb.config_path}:{line}: {HOST}:{port} is already in use")
-                holder_gets_every_client(self, holder, port)
+                holder_gets_every_client(holder, port)
                 # The same file starts once the port is free: the holder was
                 # the only reason.
                 holder.stop()
@@ -155,7 +121,7 @@ class ListenInUseTest(LbTestCase):
                 self.assertEqual([f["name"] for f in st["frontends"]], ["web"])
                 ev = sighup_fail(lb)
                 self.assertEqual((ev.get("trigger"), ev.get("error")), ("SIGHUP", want))
-                holder_gets_every_client(self, holder, taken)
+                holder_gets_every_client(holder, taken)
                 self.assertEqual(fetch_name(port), "web1", "the old config no longer serves")
                 # Once the port is free, the same file applies.
                 holder.stop()
