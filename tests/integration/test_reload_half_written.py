@@ -18,13 +18,12 @@ test needs most rounds judged."""
 
 import os
 import random
-import signal
 import threading
 import time
 
 import harness
-from harness import HOST, IO_TIMEOUT, LbTestCase, fetch_name, free_port, wait_for
-from test_reload_traffic import (config_text, post_reload, servers_of, start_lb,
+from harness import HOST, IO_TIMEOUT, LbTestCase, fetch_name, free_port
+from test_reload_traffic import (config_text, post_reload, reload_error, servers_of, start_lb,
                                  write_atomic)
 
 NSERVERS = 8
@@ -103,19 +102,6 @@ class HalfWrittenTest(LbTestCase):
         for port in self.ports.values():
             self.assertIn(fetch_name(port), {f"s{i + 1}" for i in range(NSERVERS)}, where)
 
-    def reload(self, lb, use_signal):
-        """One reload; returns (applied, error or None)."""
-        if not use_signal:
-            status, body = post_reload(lb)
-            return status == 200, body.get("error")
-        ok, failed = len(lb.events("reload")), len(lb.events("reload_failed"))
-        lb.send_signal(signal.SIGHUP)
-        wait_for(lambda: len(lb.events("reload")) > ok or
-                 len(lb.events("reload_failed")) > failed, IO_TIMEOUT, "the SIGHUP's reload")
-        if len(lb.events("reload")) > ok:
-            return True, None
-        return False, lb.events("reload_failed")[-1].get("error")
-
     def test_no_frontend_is_refused(self):
         text = config_text(self.admin_port, [("fe1", self.ports["fe1"], "web")],
                            [("web", [("s1", self.backends[0])], {})])
@@ -156,7 +142,8 @@ class HalfWrittenTest(LbTestCase):
             w = SlowWriter(lb.config_path, data, chunk, pause, trigger)
             w.start()
             self.assertTrue(w.reached.wait(IO_TIMEOUT))
-            ok, err = self.reload(lb, use_signal=i % 2 == 1)
+            err = reload_error(lb, use_signal=i % 2 == 1)
+            ok = err is None
             w.join(timeout=30)
             self.assertIsNone(w.error)
             where = f"round {i} (pause {pause * 1000:.0f} ms, reload at write {trigger} " \

@@ -117,6 +117,21 @@ def sighup_fail(lb, timeout=RELOAD_TIMEOUT):
     return wait_for(done, timeout, lambda: f"event=reload_failed\n{lb.log_tail()}")
 
 
+def reload_error(lb, use_signal, timeout=RELOAD_TIMEOUT):
+    """One reload, by SIGHUP or by POST /reload (lb.admin), good or bad:
+    None when it applied, else its error."""
+    if not use_signal:
+        status, body = post_reload(lb, timeout=timeout)
+        return None if status == 200 else body.get("error", f"POST /reload: {status} {body}")
+    ok, failed = len(lb.events("reload")), len(lb.events("reload_failed"))
+    lb.send_signal(signal.SIGHUP)
+    wait_for(lambda: len(lb.events("reload")) > ok or len(lb.events("reload_failed")) > failed,
+             timeout, lambda: f"the SIGHUP's reload\n{lb.log_tail()}")
+    if len(lb.events("reload")) > ok:
+        return None
+    return lb.events("reload_failed")[-1].get("error")
+
+
 def post_reload(lb, timeout=30.0):
     """POST /reload; returns (status, json body)."""
     r = lb.admin.post("/reload", timeout=timeout)

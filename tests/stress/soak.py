@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import admin_client  # noqa: E402  (tests/integration, on the path above)
 import harness  # noqa: E402
-from test_reload_traffic import config_text, write_atomic  # noqa: E402
+from test_reload_traffic import config_text, reload_error, write_atomic  # noqa: E402
 
 HOST = "127.0.0.1"
 PAYLOAD = b"s" * 2048                   # every short answer carries it
@@ -368,7 +368,7 @@ def main():
         for name in backends.ports:
             backends.start(name)
         lb.start()
-        admin = admin_client.Admin(admin_port)
+        admin = lb.admin = admin_client.Admin(admin_port)
         fds0 = min(fd_samples(lb.pid))
         rss0 = harness.vm_rss_kb(lb.pid)
         print(f"soak: {args.duration:.0f} s, {args.rate} connections/s, {args.streams} streams, "
@@ -418,7 +418,7 @@ def main():
                 version ^= 1
                 write_atomic(lb.config_path, config(admin_port, port, backends, version))
                 reloads += 1
-                err = reload(lb, admin, use_signal=reloads % 2 == 1)
+                err = reload_error(lb, use_signal=reloads % 2 == 1, timeout=30)
                 if err:
                     problems.append(f"reload #{reloads}: {err}")
             if now >= next_admin:
@@ -526,23 +526,6 @@ def fd_samples(pid, n=5):
         out.append(fd_count(pid))
         time.sleep(0.1)
     return out
-
-
-def reload(lb, admin, use_signal):
-    """One reload by SIGHUP or POST /reload; the error, or None."""
-    if not use_signal:
-        r = admin.post("/reload", timeout=30)
-        return None if r.status == 200 else f"POST /reload: {r.status} {r.body[:200]!r}"
-    ok, failed = len(lb.events("reload")), len(lb.events("reload_failed"))
-    lb.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if len(lb.events("reload")) > ok:
-            return None
-        if len(lb.events("reload_failed")) > failed:
-            return f"SIGHUP: {lb.events('reload_failed')[-1]}"
-        time.sleep(0.01)
-    return "SIGHUP: no reload logged within 30 s"
 
 
 if __name__ == "__main__":
