@@ -46,7 +46,9 @@ lb_net_bind(const struct sockaddr *addr, socklen_t len, bool reuseport,
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        e = errno;
+        snprintf(err, errlen, "socket: %s", strerror(e));
+        errno = e;
         return -1;
     }
     /* REUSEADDR: restart while old connections sit in TIME_WAIT.
@@ -101,9 +103,9 @@ lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t 
     /* The same options as the real sockets but SO_REUSEPORT: with it the
      * kernel lets a bind share the address with any listener of the same
      * user that set it too; without it, a bind fails while any socket
-     * listens there (SO_REUSEADDR only passes over TIME_WAIT and sockets
-     * that are bound but not listening), whoever owns it and whatever it
-     * set. */
+     * listens there, whoever owns it and whatever it set (SO_REUSEADDR
+     * only passes over sockets that set it too and do not listen: lb's own
+     * connections and TIME_WAIT after a restart). */
     int fd = lb_net_bind(addr, len, false, err, errlen);
 
     if (fd < 0)
