@@ -179,52 +179,38 @@ conf_quiet_left_ms(const struct conf_stamp *st, unsigned quiet_ms)
 }
 
 int
-conf_load_quiet(const char *path, unsigned quiet_ms, unsigned max_ms,
-                struct conf **out, char **errors)
+conf_load_settled(const char *path, unsigned quiet_ms, struct conf **out, char **errors,
+                  uint64_t *retry_ms)
 {
-    uint64_t slept_ms = 0;
+    struct conf_stamp before, after;
     size_t size;
+    int rc;
 
     *out = NULL;
     *errors = NULL;
-    for (;;) {
-        struct conf_stamp before, after;
-        uint64_t left;
-
-        if (conf_stamp_path(path, &before) == -1)
-            return conf_load(path, out, errors);    /* it says why */
-        left = conf_quiet_left_ms(&before, quiet_ms);
-        if (left == 0) {
-            int rc = conf_load(path, out, errors);
-
-            /* Between the stat above and the open, a writer may have
-             * truncated the file and paused: the same stamp after the
-             * load proves the load read the quiet version. */
-            if (conf_stamp_path(path, &after) == 0 && conf_stamp_equal(&before, &after))
-                return rc;
-            conf_free(*out);
-            free(*errors);
-            *out = NULL;
-            *errors = NULL;
-            left = quiet_ms ? quiet_ms : 1;     /* it was written just now */
-        }
-        /* The budget is the time slept; a load thrown away costs quiet_ms
-         * of it, so there are at most max_ms / quiet_ms + 1 loads. */
-        if (slept_ms + left > max_ms)
-            break;
-        slept_ms += left;
-        struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000 };
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-            ;
+    *retry_ms = 0;
+    if (conf_stamp_path(path, &before) == -1)
+        return conf_load(path, out, errors);        /* it says why */
+    *retry_ms = conf_quiet_left_ms(&before, quiet_ms);
+    if (*retry_ms == 0) {
+        rc = conf_load(path, out, errors);
+        /* Between the stat above and the open, a writer may have truncated
+         * the file and paused: the same stamp after the load proves the
+         * load read the quiet version. */
+        if (conf_stamp_path(path, &after) == 0 && conf_stamp_equal(&before, &after))
+            return rc;
+        conf_free(*out);
+        free(*errors);
+        *out = NULL;
+        *retry_ms = quiet_ms ? quiet_ms : 1;        /* it was written just now */
     }
     size = strlen(path) + 256;
     *errors = malloc(size);
     if (*errors != NULL)
-        snprintf(*errors, size, "%s: the file is still being written (it changed "
-                 "less than %u ms before each read for %u ms): write the new "
-                 "version elsewhere and rename it into place\n", path, quiet_ms,
-                 max_ms);
-    return -1;
+        snprintf(*errors, size, "%s: the file is still being written (it changed less "
+                 "than %u ms before the last read): write the new version elsewhere "
+                 "and rename it into place\n", path, quiet_ms);
+    return 1;
 }
 
 void
@@ -410,7 +396,7 @@ conf_read_once(struct conf_parse *p, bool *stable)
  * version, or of the old one cut where the writer truncated it: parsed, it
  * may even be valid (a pool short of its last servers). Such a read is
  * thrown away and the file read again; a writer still at work after a few
- * tries is refused, not waited for (conf_load_quiet waits). */
+ * tries is refused, not waited for (a reload waits with conf_load_settled). */
 static int
 conf_read_file(struct conf_parse *p)
 {

@@ -157,14 +157,14 @@ int conf_load_text(const char *name, const char *text, size_t len,
                    struct conf **out, char **errors);
 /* conf_load for a reload, which may come while the file is being written
  * in place (an editor, a deploy tool, a watcher that signals at the first
- * write): it loads a version of the file that had not changed for
- * quiet_ms and was the same after the load, sleeping until there is one.
- * A file older than that loads at once. After max_ms of changes it gives
- * up with "FILE: the file is still being written ...". Same results as
- * conf_load. The calling thread sleeps up to max_ms in all, and loads
- * the file at most max_ms / quiet_ms + 1 times. Any thread. */
-int conf_load_quiet(const char *path, unsigned quiet_ms, unsigned max_ms,
-                    struct conf **out, char **errors);
+ * write): loads the file only when it has not changed for quiet_ms and is
+ * the same after the load (an mtime in the future counts as old). Returns
+ * conf_load's 0 or -1, or 1 when the file is too fresh: *retry_ms says
+ * when to try again, and *errors holds "FILE: the file is still being
+ * written ..." for a caller that gives up (it frees it). Never sleeps.
+ * Any thread. */
+int conf_load_settled(const char *path, unsigned quiet_ms, struct conf **out, char **errors,
+                      uint64_t *retry_ms);
 void conf_free(struct conf *c);
 
 /* Names for logs and JSON. */

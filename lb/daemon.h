@@ -82,6 +82,7 @@ struct lb_daemon {
     struct event *retired_ev;           /* frees them once unused */
     struct event *hup_ev;               /* SIGHUP, coalesced */
     struct event *warm_ev;              /* a reload's warm-up bound */
+    struct event *settle_ev;            /* a reload waits for its file */
     struct lb_reload_run *reload_run;   /* the reload waiting for workers */
     bool is_reload_again;               /* asked while one was running */
     const char *reload_again_trigger;

@@ -52,10 +52,9 @@
  * QUIET ms: one written in place is taken once its writer is done, not
  * half way (a watcher that signals at the first write, an editor, a deploy
  * tool that writes in several calls), and a file that keeps changing for
- * QUIET_MAX ms fails the reload. Main waits, asleep, meanwhile: the data
- * path and the admin port go on, health verdicts wait for the reload as
- * they do for any other. A file replaced by rename (the README's advice)
- * costs at most QUIET ms. */
+ * QUIET_MAX ms fails the reload. Main does not wait for it: a timer tries
+ * again (settle_ev), and health verdicts go on meanwhile. A file replaced
+ * by rename (the README's advice) costs at most QUIET ms. */
 #define LB_RELOAD_QUIET_MS 50
 #define LB_RELOAD_QUIET_MAX_MS 1000
 
@@ -75,6 +74,7 @@ struct lb_reload_run {
 };
 
 static void lb_reload_finish_if_switched(struct lb_daemon *d);
+static void lb_reload_start(struct lb_daemon *d, const char *trigger);
 static void lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run);
 static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
@@ -115,10 +115,12 @@ lb_reload_retire_gen(struct lb_daemon *d, struct lb_gen *old)
     return 0;
 }
 
-/* Steps 1 to 4. On success run's added, removed and warm_held count the
- * servers. */
+/* Steps 1 to 4. On success (0) run's added, removed and warm_held count
+ * the servers; 1: the file is being written, try again in *retry_ms (err
+ * says so for a caller that gives up); -1: failed, err says why. */
 static int
-lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload_run *run)
+lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload_run *run,
+                 uint64_t *retry_ms)
 {
     struct lb_gen *old = d->gen, *ng;
     struct conf *conf = NULL;
@@ -129,16 +131,18 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         snprintf(err, errlen, "shutting down");
         return -1;
     }
-    if (conf_load_quiet(d->path, LB_RELOAD_QUIET_MS, LB_RELOAD_QUIET_MAX_MS, &conf,
-                        &errors) == -1) {
+    rc = conf_load_settled(d->path, LB_RELOAD_QUIET_MS, &conf, &errors, retry_ms);
+    if (rc != 0) {
         size_t n;
 
+        if (errors == NULL)
+            rc = -1;                    /* out of memory */
         snprintf(err, errlen, "%s", errors != NULL ? errors : "out of memory");
         n = strlen(err);
         while (n > 0 && err[n - 1] == '\n')
             err[--n] = '\0';
         free(errors);
-        return -1;
+        return rc;
     }
     lb_reload_keep_restart_settings(old->conf, conf);
 
@@ -200,11 +204,55 @@ lb_reload_publish(struct lb_daemon *d, struct lb_reload_run *run)
     }
 }
 
+/* Commits the reload run is for, or fails it, or waits for the file to
+ * settle (settle_ev calls again). */
+static void
+lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
+{
+    char err[1024] = "";
+    uint64_t retry_ms = 0;
+    int rc = lb_reload_commit(d, err, sizeof(err), run, &retry_ms);
+
+    if (rc == 1 && lb_mono_ms() - run->started_ms + retry_ms <= LB_RELOAD_QUIET_MAX_MS) {
+        struct timeval tv = { .tv_sec = (time_t)(retry_ms / 1000),
+                              .tv_usec = (suseconds_t)(retry_ms % 1000) * 1000 };
+
+        d->reload_run = run;            /* a request meanwhile comes after */
+        event_add(d->settle_ev, &tv);
+        return;
+    }
+    if (rc != 0) {
+        d->reload_run = NULL;
+        lb_reload_end(d, run->trigger, run->ticket, -1, err, NULL);
+        free(run);
+        if (d->is_reload_again) {
+            d->is_reload_again = false;
+            lb_reload_start(d, d->reload_again_trigger);
+        }
+        return;
+    }
+    run->number = d->gen->number;
+    d->reload_run = run;
+    if (run->old != NULL) {
+        lb_reload_warm_start(d, run);
+        return;
+    }
+    lb_reload_publish(d, run);
+    lb_reload_finish_if_switched(d);    /* no worker to wait for */
+}
+
+static void
+lb_reload_on_settle(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+
+    lb_reload_attempt(d, d->reload_run);
+}
+
 static void
 lb_reload_start(struct lb_daemon *d, const char *trigger)
 {
     struct lb_reload_run *run = calloc(1, sizeof(*run));
-    char err[1024] = "";
     uint64_t ticket;
 
     pthread_mutex_lock(&d->reload_lock);
@@ -216,19 +264,7 @@ lb_reload_start(struct lb_daemon *d, const char *trigger)
     }
     *run = (struct lb_reload_run){ .trigger = trigger, .ticket = ticket,
                                    .started_ms = lb_mono_ms() };
-    if (lb_reload_commit(d, err, sizeof(err), run) == -1) {
-        lb_reload_end(d, trigger, ticket, -1, err, NULL);
-        free(run);
-        return;
-    }
-    run->number = d->gen->number;
-    d->reload_run = run;
-    if (run->old != NULL) {
-        lb_reload_warm_start(d, run);
-        return;
-    }
-    lb_reload_publish(d, run);
-    lb_reload_finish_if_switched(d);    /* no worker to wait for */
+    lb_reload_attempt(d, run);
 }
 
 /* ------------------------------------------------------------- warming */
@@ -474,7 +510,9 @@ lb_reload_init(struct lb_daemon *d)
     d->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
     d->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
     d->warm_ev = evtimer_new(d->base, lb_reload_on_warm_bound, d);
+    d->settle_ev = evtimer_new(d->base, lb_reload_on_settle, d);
     if (d->hup_ev == NULL || d->retired_ev == NULL || d->warm_ev == NULL ||
+        d->settle_ev == NULL ||
         event_add(d->retired_ev, &tv) == -1)
         return -1;
     return 0;
@@ -489,7 +527,9 @@ lb_reload_fini(struct lb_daemon *d)
         event_free(d->hup_ev);
     if (d->warm_ev != NULL)
         event_free(d->warm_ev);
-    d->retired_ev = d->hup_ev = d->warm_ev = NULL;
+    if (d->settle_ev != NULL)
+        event_free(d->settle_ev);
+    d->retired_ev = d->hup_ev = d->warm_ev = d->settle_ev = NULL;
     if (d->reload_run != NULL && d->reload_run->old != NULL)
         lb_gen_unref(d->reload_run->old);
     free(d->reload_run);
