@@ -251,12 +251,12 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     lb_session_observe_failure(s, srv);
-    lb_queue_release_slot(s->pool, srv->index);
-    s->server = NULL;
     event_del(&s->s_write);
     event_del(&s->timer);
-    close(s->sfd);
+    close(s->sfd);                      /* before the slot goes back */
     s->sfd = -1;
+    lb_queue_release_slot(s->pool, srv->index);
+    s->server = NULL;
 }
 
 static void
@@ -749,15 +749,17 @@ lb_session_finish(struct lb_session *s, const char *reason)
     event_del(&s->s_read);
     event_del(&s->s_write);
     event_del(&s->timer);
-    /* Counted out before the sockets close: whoever sees the close (the
-     * client, the server, a test) then finds the counts already lowered. */
+    /* The server's socket closes before its slot is given back, so that a
+     * server with max_connections never has one more open, even for the
+     * moment a grant takes. The counts drop before the client's socket
+     * closes: a client (or a test) that sees the close finds them lowered. */
+    if (s->sfd >= 0)
+        close(s->sfd);
     if (s->server != NULL)
         lb_queue_release_slot(s->pool, s->server->index);
     atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
     lb_half_release(&s->up);
     lb_half_release(&s->down);
-    if (s->sfd >= 0)
-        close(s->sfd);
     close(s->cfd);
 
     if (s->prev != NULL)

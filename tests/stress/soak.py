@@ -24,7 +24,8 @@ Judged at the end, with the figures printed either way:
     cut. A cut is a connection open on the killed (or disabled) server at
     that moment, or in flight through lb then and not yet answered; its
     failure must come within 5 s. The streams open on each killed server
-    are counted when it is killed.
+    are counted when it is killed (with those not answered yet, which may
+    be on it).
   - lb's open descriptors (/proc/PID/fd): back to the count before the load
     (the lowest of a few samples, as health probes come and go) within 20 s
     of the last client closing.
@@ -291,8 +292,10 @@ class Load:
         self._record(c)
 
     def streams_on(self, name):
+        """Streams that may be on server `name`: those it answered, and
+        those no server has answered yet (a kill can cut them too)."""
         with self.lock:
-            return sum(1 for c in self.open_streams if c.backend == name)
+            return sum(1 for c in self.open_streams if c.backend in (name, None))
 
 
 # ------------------------------------------------------------------- soak
