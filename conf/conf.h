@@ -39,6 +39,8 @@ enum conf_check {
     CONF_CHECK_HTTPS,
 };
 
+#define CONF_NAME_MAX 63            /* frontend, pool and server names */
+
 /* A resolved socket address and the text it was written as. */
 struct conf_addr {
     char text[280];                 /* "host:port" or "[v6]:port", as written */
@@ -76,9 +78,19 @@ struct conf_health {
     uint32_t threads;
 };
 
+/* [admin] allowed_hosts: the names the admin port answers to besides its
+ * listen address and localhost (its Host check defeats DNS rebinding). */
+#define CONF_HOSTS_MAX 16
+#define CONF_HOST_MAX 253           /* a DNS name's longest text form */
+struct conf_hosts {
+    size_t n;
+    char names[CONF_HOSTS_MAX][CONF_HOST_MAX + 1];  /* lower case */
+};
+
 struct conf_admin {
     struct conf_addr listen;
     char *token;                    /* "" when unset */
+    struct conf_hosts allowed_hosts;
 };
 
 struct conf_server {

@@ -48,6 +48,9 @@ static int conf_set_expect(const struct conf_key *k, void *field,
 static int conf_set_server(const struct conf_key *k, void *field,
                            const char *value, int line, char *err,
                            size_t errlen);
+static int conf_set_hosts(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen);
 
 /* Enum fields are written through an int: the compiler may pick any
  * integer type for an enum, so make sure it picked int's size. */
@@ -80,6 +83,7 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_COUNT_OR_PERCENT] = conf_set_count_or_percent,
     [CONF_TYPE_EXPECT] = conf_set_expect,
     [CONF_TYPE_SERVER] = conf_set_server,
+    [CONF_TYPE_HOSTS] = conf_set_hosts,
 };
 
 /* Duration bounds in milliseconds. */
@@ -111,6 +115,8 @@ static const struct conf_key conf_admin_keys[] = {
     CONF_TYPED(struct conf_admin, "listen", listen, CONF_TYPE_LISTEN,
                "127.0.0.1:9900", 0),
     CONF_TYPED(struct conf_admin, "token", token, CONF_TYPE_STRING, "", 0),
+    CONF_TYPED(struct conf_admin, "allowed_hosts", allowed_hosts,
+               CONF_TYPE_HOSTS, "", 0),
 };
 
 static const struct conf_key conf_frontend_keys[] = {
@@ -388,6 +394,13 @@ conf_set_server(const struct conf_key *k, void *field, const char *value,
     pool->servers = grown;
     pool->servers[pool->nservers++] = srv;
     return 0;
+}
+
+static int
+conf_set_hosts(const struct conf_key *k, void *field, const char *value,
+               int line, char *err, size_t errlen)
+{
+    return conf_parse_hosts(value, field, err, errlen);
 }
 
 const char *

@@ -35,6 +35,7 @@ enum conf_type {
     CONF_TYPE_COUNT_OR_PERCENT,     /* struct conf_count_or_percent */
     CONF_TYPE_EXPECT,               /* struct conf_expect */
     CONF_TYPE_SERVER,               /* appends to struct conf_pool.servers */
+    CONF_TYPE_HOSTS,                /* struct conf_hosts */
     CONF_TYPES
 };
 

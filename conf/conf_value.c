@@ -3,6 +3,8 @@
  */
 #include "conf_value.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -349,6 +351,96 @@ conf_parse_expect(const char *s, struct conf_expect *out, char *err,
         p = comma + 1;
     }
     *out = e;
+    return 0;
+}
+
+/* A DNS name as a Host header carries it: labels of letters, digits, '-'
+ * and '_' (browsers send names with '_' although RFC 1123 has none), 1 to
+ * 63 characters each, not starting or ending with '-'. */
+static bool
+conf_host_name_is_valid(const char *s, size_t n)
+{
+    size_t label = 0;
+
+    if (n == 0 || n > CONF_HOST_MAX)
+        return false;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || s[i] == '.') {
+            if (label == 0 || label > 63 || s[i - label] == '-' || s[i - 1] == '-')
+                return false;
+            label = 0;
+        } else if (isalnum((unsigned char)s[i]) || s[i] == '-' || s[i] == '_') {
+            label++;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* An IPv4 address, or an IPv6 one in brackets, as a Host header writes
+ * it. */
+static bool
+conf_host_ip_is_valid(const char *s, size_t n)
+{
+    char buf[INET6_ADDRSTRLEN + 2];
+    unsigned char addr[sizeof(struct in6_addr)];
+    bool is_v6 = n >= 2 && s[0] == '[' && s[n - 1] == ']';
+
+    if (n >= sizeof(buf))
+        return false;
+    memcpy(buf, s + is_v6, n - 2 * is_v6);
+    buf[n - 2 * is_v6] = '\0';
+    return inet_pton(is_v6 ? AF_INET6 : AF_INET, buf, addr) == 1;
+}
+
+int
+conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
+                 size_t errlen)
+{
+    struct conf_hosts h;
+    const char *p = s;
+
+    memset(&h, 0, sizeof(h));
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        size_t n;
+
+        while (p < end && conf_is_blank(*p))
+            p++;
+        while (end > p && conf_is_blank(end[-1]))
+            end--;
+        n = (size_t)(end - p);
+        if (n == 0 && comma == NULL && h.n == 0)
+            break;                      /* blank: no extra host, the default */
+        if (n == 0) {
+            snprintf(err, errlen, "\"%s\" has an empty item (expected host "
+                     "names or IP addresses, e.g. lb.example.com, 10.0.0.5)", s);
+            return -1;
+        }
+        if (!conf_host_ip_is_valid(p, n) && !conf_host_name_is_valid(p, n)) {
+            if (p[0] != '[' && memchr(p, ':', n) != NULL)
+                snprintf(err, errlen, "\"%.*s\": write the name without a port "
+                         "(any port is accepted)", (int)n, p);
+            else
+                snprintf(err, errlen, "\"%.*s\" is not a host name or IP "
+                         "address (letters, digits, - _ and . ; IPv6 in "
+                         "brackets; no wildcard)", (int)n, p);
+            return -1;
+        }
+        if (h.n == CONF_HOSTS_MAX) {
+            snprintf(err, errlen, "more than %d hosts", CONF_HOSTS_MAX);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++)
+            h.names[h.n][i] = (char)tolower((unsigned char)p[i]);
+        h.n++;
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
+    *out = h;
     return 0;
 }
 

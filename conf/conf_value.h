@@ -18,7 +18,6 @@
 
 #include "conf.h"
 
-#define CONF_NAME_MAX 63            /* frontend, pool and server names */
 #define CONF_WEIGHT_MIN 1
 #define CONF_WEIGHT_MAX 256
 #define CONF_SERVER_CONNS_MAX 1000000   /* a server's max_connections */
@@ -55,6 +54,13 @@ int conf_parse_count_or_percent(const char *s,
  * most CONF_EXPECT_MAX_RANGES items; spaces around items are allowed. */
 int conf_parse_expect(const char *s, struct conf_expect *out, char *err,
                       size_t errlen);
+
+/* Comma-separated host names (RFC 1123 labels) or IP addresses, IPv6 in
+ * brackets as a Host header writes it ([::1]); no port, no wildcard; at
+ * most CONF_HOSTS_MAX; spaces around items allowed; empty = none. Stored
+ * in lower case. */
+int conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
+                     size_t errlen);
 
 enum conf_addr_status {
     CONF_ADDR_OK = 0,

@@ -280,6 +280,76 @@ test_expect(void)
 }
 
 static void
+test_hosts(void)
+{
+    static const struct { const char *in; const char *err; } bad[] = {
+        { "a,,b", "\"a,,b\" has an empty item (expected host names or IP "
+                  "addresses, e.g. lb.example.com, 10.0.0.5)" },
+        { "a,", "\"a,\" has an empty item (expected host names or IP "
+                "addresses, e.g. lb.example.com, 10.0.0.5)" },
+        { ",", "\",\" has an empty item (expected host names or IP "
+               "addresses, e.g. lb.example.com, 10.0.0.5)" },
+        { "lb.example.com:9900", "\"lb.example.com:9900\": write the name "
+                                 "without a port (any port is accepted)" },
+        { "*.example.com", "\"*.example.com\" is not a host name or IP address "
+                           "(letters, digits, - _ and . ; IPv6 in brackets; no "
+                           "wildcard)" },
+        { "a b", "\"a b\" is not a host name or IP address (letters, digits, - _ "
+                 "and . ; IPv6 in brackets; no wildcard)" },
+        { "-lb", NULL }, { "lb-", NULL }, { "lb..x", NULL }, { ".lb", NULL },
+        { "lb.", NULL }, { "[::1]:9900", NULL }, { "::1", NULL }, { "[::1", NULL },
+        { "[]", NULL }, { "[lb]", NULL }, { "l\xc3\xa9", NULL },
+        /* a 64-character label */
+        { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.x", NULL },
+        { "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "more than 16 hosts" },
+    };
+    struct conf_hosts h;
+    char err[256];
+
+    CHECK_EQ_INT(conf_parse_hosts("", &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 0);
+    CHECK_EQ_INT(conf_parse_hosts("  ", &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 0);
+    CHECK_EQ_INT(conf_parse_hosts(" LB.Example.com , admin_1.lan,10.0.0.5, [::1] ,x",
+                                  &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 5);
+    CHECK_EQ_STR(h.names[0], "lb.example.com");
+    CHECK_EQ_STR(h.names[1], "admin_1.lan");
+    CHECK_EQ_STR(h.names[2], "10.0.0.5");
+    CHECK_EQ_STR(h.names[3], "[::1]");
+    CHECK_EQ_STR(h.names[4], "x");
+    CHECK_EQ_INT(conf_parse_hosts("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p", &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 16);
+    /* a 63-character label, and a 253-character name */
+    CHECK_EQ_INT(conf_parse_hosts("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.x",
+                                  &h, err, sizeof(err)), 0);
+    {
+        char name[CONF_HOST_MAX + 2];
+
+        for (size_t i = 0; i < sizeof(name) - 1; i++)
+            name[i] = i % 2 ? '.' : 'a';
+        name[CONF_HOST_MAX] = '\0';
+        CHECK_EQ_INT(conf_parse_hosts(name, &h, err, sizeof(err)), 0);
+        CHECK_EQ_STR(h.names[0], name);
+        name[CONF_HOST_MAX] = 'a';
+        name[CONF_HOST_MAX + 1] = '\0';
+        CHECK_EQ_INT(conf_parse_hosts(name, &h, err, sizeof(err)), -1);
+    }
+
+    /* an error leaves *out as it was */
+    CHECK_EQ_INT(conf_parse_hosts("keep", &h, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        CHECK_EQ_INT(conf_parse_hosts(bad[i].in, &h, err, sizeof(err)), -1);
+        if (bad[i].err != NULL)
+            CHECK_EQ_STR(err, bad[i].err);
+        CHECK(err[0] != '\0');
+        CHECK_EQ_INT(h.n, 1);
+        CHECK_EQ_STR(h.names[0], "keep");
+    }
+}
+
+static void
 test_name(void)
 {
     char long_name[80];
@@ -557,6 +627,7 @@ main(void)
     test_enum();
     test_count_or_percent();
     test_expect();
+    test_hosts();
     test_name();
     test_addr();
     test_addr_overlaps();
