@@ -23,9 +23,10 @@
 #include "admin.h"
 #include "daemon.h"
 
-/* Descriptors kept back for listeners, logs and the admin port when
- * comparing max_connections with the fd limit. */
-#define LB_FD_RESERVE 64
+/* Descriptors kept back when comparing max_connections with the fd limit:
+ * listeners, event bases, logs, and the admin port's connections (which
+ * it never exceeds, so it cannot take what the data path counts on). */
+#define LB_FD_RESERVE (64 + LB_ADMIN_MAX_CONNS)
 
 static void
 lb_usage(FILE *out)
@@ -276,6 +277,7 @@ main(int argc, char **argv)
     }
 
     lb_log_set_level(conf->global.log_level);
+    lb_log_route_libevent();
     signal(SIGPIPE, SIG_IGN);   /* a peer's reset must not kill the process */
     if (evthread_use_pthreads() == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"evthread_use_pthreads failed\"");

@@ -10,34 +10,80 @@
  *   POST /pools/{pool}/servers/{server}/{disable|drain|enable}
  *   POST /reload           the same as SIGHUP, answered with its outcome
  *
+ * What a request may do is decided by lb_admin_request_check
+ * (admin_request.c) from the bytes the client sent, which this file keeps
+ * for it: evhttp only frames the requests and writes the answers.
+ *
  * Server state is changed under daemon->state_lock (see control/server.c)
  * and copied under it for the documents, which are written without it;
  * counters written by the workers are atomics read without a lock.
- * Bad input is bounded by evhttp's limits: header and body sizes and an
- * idle timeout per connection.
+ *
+ * Bad clients are bounded: evhttp's header and body sizes, a deadline for
+ * each complete request, at most LB_ADMIN_MAX_CONNS connections (the
+ * descriptors main.c keeps for this port: the data path never lends them),
+ * and accepts that pause when the process runs out of descriptors.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+/* Embedded events: a connection's bookkeeping is one allocation. */
+#include <event2/event_struct.h>
 #include <event2/http.h>
+/* For req->major, minor and type, in lb_admin_refuse only: libevent 2.1
+ * has no accessor for them. */
+#include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
-#include <openssl/crypto.h>
+#include <event2/listener.h>
 
 #include "admin.h"
+#include "admin_request.h"
 #include "daemon.h"
 
-/* Request line and headers together; a 1 MB header or a 100 KB request
- * line is refused without being buffered. */
-#define LB_ADMIN_MAX_HEADERS 8192
-/* POST bodies carry nothing: anything beyond a few bytes is refused. */
-#define LB_ADMIN_MAX_BODY 1024
-/* Seconds an admin connection may stay idle or unread. */
+/* evhttp's inactivity timeout, in seconds: bounds the writing of an answer
+ * to a client that does not read. */
 #define LB_ADMIN_TIMEOUT_S 10
+/* From connect, or from the end of the last answer, to a complete request:
+ * not an inactivity timer, so one byte every few seconds cannot hold a
+ * connection (slowloris). */
+#define LB_ADMIN_REQUEST_DEADLINE_MS 10000
+/* Read high-water mark of a connection: evhttp parses one request at a
+ * time but would otherwise keep reading whatever a client pipelines behind
+ * it, without bound, while the answer waits for a client that does not
+ * read. With the mark, reading stops and TCP pushes back on the client. */
+#define LB_ADMIN_READ_MAX (LB_ADMIN_MAX_HEADERS * 2)
+/* Bytes kept of a request that is not handed over yet: its head (at most
+ * LB_ADMIN_MAX_HEADERS of text, plus a line end per line), its body, and
+ * what is pipelined behind it up to the read mark. */
+#define LB_ADMIN_KEEP_MAX (LB_ADMIN_MAX_HEADERS * 2 + LB_ADMIN_MAX_BODY + LB_ADMIN_READ_MAX + 4096)
+/* After EMFILE/ENFILE, how long accepts pause (as the workers do). */
+#define LB_ADMIN_ACCEPT_PAUSE_MS 100
+
+/* One admin connection, from evhttp's bufferevent callback to evhttp's
+ * close callback. Admin thread only. */
+struct lb_admin_conn {
+    struct lb_admin *a;
+    struct lb_admin_conn *prev, *next;  /* a->conns, oldest first */
+    struct bufferevent *bev;
+    struct evhttp_connection *evcon;    /* NULL until adopted */
+    /* Every byte read, from the first byte of the request evhttp reads
+     * now: libevent 2.1 gives handlers a request already parsed, and
+     * lb_admin_request_check needs it as sent. */
+    struct evbuffer *kept;
+    struct evbuffer_cb_entry *on_input, *on_output;
+    uint64_t received;                  /* bytes read, in all */
+    uint64_t handed;                    /* of which handed to requests */
+    uint64_t waiting_since_ms;          /* for a request; 0 while answering */
+    bool is_overflow;                   /* kept more than LB_ADMIN_KEEP_MAX */
+    bool is_refused;                    /* over the cap: close when adopted */
+    bool is_resume_on_adopt;            /* accepts paused until adopted */
+    struct event timer;                 /* adoption, then the deadline */
+};
 
 struct lb_admin {
     struct lb_daemon *d;
@@ -45,29 +91,35 @@ struct lb_admin {
     bool is_running;
     struct event_base *base;
     struct evhttp *http;
+    struct evconnlistener *listener;
     struct event *stop_ev;              /* lb_admin_stop ends the loop */
+    struct lb_admin_conn *conns, *conns_tail;
+    size_t nconns;
+    bool is_full;                       /* accepts paused: every connection
+                                           is being answered */
 };
 
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
 
+static void lb_admin_conn_arm(struct lb_admin_conn *c, uint64_t now);
 
+/* ------------------------------------------------------------- answers */
+
+/* Every answer carries its length: libevent 2.1 sends none after a HEAD
+ * (and would send the body) nor after a CONNECT. */
 static void
 lb_admin_reply(struct evhttp_request *req, int code, const char *reason,
                const char *type, struct evbuffer *body)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    char len[24];
 
+    snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
     evhttp_add_header(h, "Content-Type", type);
     evhttp_add_header(h, "Cache-Control", "no-store");
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        /* libevent 2.1 would send the body after a HEAD: send its length
-         * only, as HTTP wants. */
-        char len[24];
-
-        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
-        evhttp_add_header(h, "Content-Length", len);
+    evhttp_add_header(h, "Content-Length", len);
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
         evbuffer_drain(body, evbuffer_get_length(body));
-    }
     evhttp_send_reply(req, code, reason, body);
 }
 
@@ -87,56 +139,30 @@ lb_admin_error(struct evhttp_request *req, int code, const char *reason,
     evbuffer_free(b);
 }
 
-static bool
-lb_admin_authorized(struct lb_admin *a, struct evhttp_request *req)
+static void
+lb_admin_refuse(struct evhttp_request *req, const struct lb_admin_verdict *v)
 {
-    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
-                                          "Authorization");
-    const char *token;
-    size_t tlen, alen;
-    bool ok;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 
-    if (auth != NULL && strncmp(auth, "Bearer ", 7) == 0)
-        auth += 7;
-    else
-        auth = NULL;
-    /* The token comes from the current generation: a reload may change it,
-     * and swaps the generation under this lock. */
-    pthread_mutex_lock(&a->d->state_lock);
-    token = a->d->gen->conf->admin.token;
-    tlen = strlen(token);
-    alen = auth != NULL ? strlen(auth) : 0;
-    /* Constant time over the token's length: the time taken tells an
-     * attacker nothing about how many leading bytes matched. */
-    ok = tlen == 0 || (auth != NULL && alen == tlen && CRYPTO_memcmp(auth, token, tlen) == 0);
-    pthread_mutex_unlock(&a->d->state_lock);
-    return ok;
-}
-
-/* Splits "/pools/P/servers/S/ACTION" into its parts (in buf). */
-static int
-lb_admin_parse_action_path(char *buf, char **pool, char **server, char **action)
-{
-    char *parts[6];
-    size_t n = 0;
-    char *save = NULL;
-
-    if (buf[0] != '/')
-        return -1;
-    /* Empty segments ("//") are a bad path, not something to skip. */
-    if (strstr(buf, "//") != NULL || buf[strlen(buf) - 1] == '/')
-        return -1;
-    for (char *t = strtok_r(buf, "/", &save); t != NULL; t = strtok_r(NULL, "/", &save)) {
-        if (n == 6)
-            return -1;
-        parts[n++] = t;
+    if (v->allow != NULL)
+        evhttp_add_header(h, "Allow", v->allow);
+    if (v->is_auth_challenge)
+        evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"lb\"");
+    if (v->must_close) {
+        /* libevent keeps the version in chars and would answer
+         * "HTTP/1.2147483647" with "HTTP/1.-1": answer 1.1, the version of
+         * this answer. */
+        if (req->major != 1 || (req->minor != 0 && req->minor != 1)) {
+            req->major = 1;
+            req->minor = 1;
+        }
+        /* After a CONNECT it expects a tunnel and ignores "Connection:
+         * close" (and would read on): answer as to any other method. */
+        if (req->type == EVHTTP_REQ_CONNECT)
+            req->type = EVHTTP_REQ_GET;
+        evhttp_add_header(h, "Connection", "close");
     }
-    if (n != 5 || strcmp(parts[0], "pools") != 0 || strcmp(parts[2], "servers") != 0)
-        return -1;
-    *pool = parts[1];
-    *server = parts[3];
-    *action = parts[4];
-    return 0;
+    lb_admin_error(req, v->status, v->reason, v->error);
 }
 
 static struct lb_server *
@@ -161,52 +187,17 @@ lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
 }
 
 static void
-lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path)
+lb_admin_action(struct lb_admin *a, struct evhttp_request *req,
+                const struct lb_admin_verdict *v)
 {
-    static const struct { const char *name; enum bal_admin admin; } actions[] = {
-        { "enable", BAL_ADMIN_NONE },
-        { "drain", BAL_ADMIN_DRAIN },
-        { "disable", BAL_ADMIN_DISABLE },
-    };
-    char buf[512];
-    char *pool, *server, *action;
+    /* indexed by enum lb_admin_action */
+    static const enum bal_admin admins[] = { BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE };
     struct lb_server *srv;
     struct lb_server_view *view;
     struct lb_gen *gen = NULL;
     struct evbuffer *b;
     bool pool_found;
-    size_t i;
 
-    if (strlen(path) >= sizeof(buf)) {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", "bad path");
-        return;
-    }
-    strcpy(buf, path);
-    if (lb_admin_parse_action_path(buf, &pool, &server, &action) == -1) {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request",
-                       "bad path: use /pools/POOL/servers/SERVER/disable|drain|enable");
-        return;
-    }
-    for (i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
-        if (strcmp(actions[i].name, action) == 0)
-            break;
-    }
-    if (i == sizeof(actions) / sizeof(actions[0])) {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request",
-                       "bad action: use disable, drain or enable");
-        return;
-    }
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
-        lb_admin_error(req, 405, "Method Not Allowed", "method not allowed: use POST");
-        return;
-    }
-    if (!lb_admin_authorized(a, req)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                          "Bearer realm=\"lb\"");
-        lb_admin_error(req, 401, "Unauthorized", "unauthorized: send Authorization: Bearer <token>");
-        return;
-    }
     b = evbuffer_new();
     view = lb_admin_view_new();
     if (b == NULL || view == NULL) {
@@ -217,9 +208,9 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req, const char *path
         return;
     }
     pthread_mutex_lock(&a->d->state_lock);
-    srv = lb_admin_find_server(a->d, pool, server, &pool_found);
+    srv = lb_admin_find_server(a->d, v->pool, v->server, &pool_found);
     if (srv != NULL) {
-        lb_server_set_admin(a->d, srv, actions[i].admin);
+        lb_server_set_admin(a->d, srv, admins[v->action]);
         lb_admin_view_take(srv, view);
         /* the view names srv's generation: keep it until written */
         gen = a->d->gen;
@@ -271,134 +262,396 @@ lb_admin_reload(struct lb_admin *a, struct evhttp_request *req)
 }
 
 static void
-lb_admin_get(struct lb_admin *a, struct evhttp_request *req, const char *path)
+lb_admin_get(struct lb_admin *a, struct evhttp_request *req, enum lb_admin_route route)
 {
-    struct evbuffer *b;
+    struct evbuffer *b = evbuffer_new();
+    int rc = 0;
 
-    if (strcmp(path, "/") != 0 && strcmp(path, "/stats") != 0 &&
-        strcmp(path, "/metrics") != 0 && strcmp(path, "/healthz") != 0) {
-        lb_admin_error(req, HTTP_NOTFOUND, "Not Found", "not found");
-        return;
-    }
-    b = evbuffer_new();
     if (b == NULL) {
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    if (strcmp(path, "/") == 0) {
+    switch (route) {
+    case LB_ADMIN_ROUTE_DASHBOARD:
         evbuffer_add_reference(b, lb_admin_dashboard_html, strlen(lb_admin_dashboard_html),
                                NULL, NULL);
         lb_admin_reply(req, HTTP_OK, "OK", "text/html; charset=utf-8", b);
-    } else if (strcmp(path, "/stats") == 0) {
-        if (lb_admin_stats_json(a->d, b) == -1)
-            evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        else
+        break;
+    case LB_ADMIN_ROUTE_STATS:
+        if ((rc = lb_admin_stats_json(a->d, b)) == 0)
             lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
-    } else if (strcmp(path, "/metrics") == 0) {
-        if (lb_admin_metrics(a->d, b) == -1)
-            evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        else
+        break;
+    case LB_ADMIN_ROUTE_METRICS:
+        if ((rc = lb_admin_metrics(a->d, b)) == 0)
             lb_admin_reply(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", b);
-    } else {
+        break;
+    default:
         evbuffer_add(b, "ok\n", 3);
         lb_admin_reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", b);
+        break;
     }
+    if (rc == -1)
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
     evbuffer_free(b);
+}
+
+/* ------------------------------------------------------------ requests */
+
+static struct lb_admin_conn *
+lb_admin_conn_of(struct lb_admin *a, struct evhttp_request *req)
+{
+    struct bufferevent *bev =
+        evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+
+    for (struct lb_admin_conn *c = a->conns; c != NULL; c = c->next) {
+        if (c->bev == bev)
+            return c;
+    }
+    return NULL;
+}
+
+/* Decides about req from its own bytes: what evhttp consumed of the
+ * connection since the previous request. */
+static void
+lb_admin_check(struct lb_admin *a, struct lb_admin_conn *c, struct evhttp_request *req,
+               struct lb_admin_verdict *v)
+{
+    uint64_t end = c->received - evbuffer_get_length(bufferevent_get_input(c->bev));
+    size_t len = (size_t)(end - c->handed);
+    struct lb_gen *gen;
+
+    if (c->is_overflow || len == 0 || len > evbuffer_get_length(c->kept)) {
+        /* cannot happen within evhttp's limits: refuse rather than guess */
+        memset(v, 0, sizeof(*v));
+        v->status = 400;
+        v->reason = "Bad Request";
+        v->error = "request too large";
+        v->must_close = true;
+        return;
+    }
+    /* allowed_hosts and the token come from the current generation: a
+     * reload may change them, and swaps the generation under this lock. */
+    pthread_mutex_lock(&a->d->state_lock);
+    gen = a->d->gen;
+    lb_gen_ref(gen);
+    pthread_mutex_unlock(&a->d->state_lock);
+    lb_admin_request_check(&gen->conf->admin, (const char *)evbuffer_pullup(c->kept, (ssize_t)len),
+                           len, v);
+    lb_gen_unref(gen);
+    evbuffer_drain(c->kept, len);
+    c->handed = end;
+}
+
+/* Accepts paused because every connection was being answered may go on:
+ * one closed, or one waits for a request again (it can be evicted). */
+static void
+lb_admin_accept_resume(struct lb_admin *a)
+{
+    if (a->is_full && a->listener != NULL) {
+        a->is_full = false;
+        evconnlistener_enable(a->listener);
+    }
+}
+
+/* The answer is written: the connection waits for its next request. */
+static void
+lb_admin_on_complete(struct evhttp_request *req, void *arg)
+{
+    struct lb_admin_conn *c = arg;
+
+    lb_admin_conn_arm(c, lb_mono_ms());
+    lb_admin_accept_resume(c->a);
 }
 
 static void
 lb_admin_on_request(struct evhttp_request *req, void *arg)
 {
     struct lb_admin *a = arg;
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    struct lb_admin_conn *c = lb_admin_conn_of(a, req);
+    struct lb_admin_verdict v;
 
-    if (path == NULL || path[0] != '/') {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", "bad path");
+    if (c == NULL) {
+        /* its bookkeeping could not be allocated: no bytes to decide on */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        lb_admin_error(req, HTTP_SERVUNAVAIL, "Service Unavailable", "out of memory");
         return;
     }
-    if (strncmp(path, "/pools/", 7) == 0 || strcmp(path, "/pools") == 0) {
-        lb_admin_action(a, req, path);
-        return;
+    c->waiting_since_ms = 0;            /* no deadline while answering */
+    event_del(&c->timer);
+    lb_admin_check(a, c, req, &v);
+    evhttp_request_set_on_complete_cb(req, lb_admin_on_complete, c);
+    switch (v.route) {
+    case LB_ADMIN_ROUTE_REFUSED:
+        lb_admin_refuse(req, &v);
+        break;
+    case LB_ADMIN_ROUTE_ACTION:
+        lb_admin_action(a, req, &v);
+        break;
+    case LB_ADMIN_ROUTE_RELOAD:
+        lb_admin_reload(a, req);
+        break;
+    default:
+        lb_admin_get(a, req, v.route);
+        break;
     }
-    if (strcmp(path, "/reload") == 0) {
-        if (cmd != EVHTTP_REQ_POST) {
-            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
-            lb_admin_error(req, 405, "Method Not Allowed", "method not allowed: use POST");
-        } else if (!lb_admin_authorized(a, req)) {
-            lb_admin_error(req, 401, "Unauthorized", "unauthorized: send Authorization: Bearer <token>");
-        } else {
-            lb_admin_reload(a, req);
-        }
-        return;
-    }
-    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-        lb_admin_error(req, 405, "Method Not Allowed", "method not allowed: use GET");
-        return;
-    }
-    lb_admin_get(a, req, path);
 }
 
-/*
- * Requests that evhttp refuses before any handler sees them (garbage, a
+/* Requests that evhttp refuses before any handler sees them (garbage, a
  * header or request line over the limit, a body over the limit, an unknown
- * method) get libevent's own HTML error page, and libevent 2.1 has no hook
- * for it (2.2's evhttp_set_errorcb). The contract wants every error as JSON,
- * so the page is rewritten in the connection's output buffer when it is the
- * whole of it: libevent writes the status line, headers and page into the
- * buffer in one go and only sends it from the event loop later.
- */
+ * method) get libevent's own HTML error page; the contract wants every
+ * error as JSON, so the page is rewritten in the output buffer, where
+ * libevent writes all of it before sending any. */
 static void
 lb_admin_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
-    static const char page_end[] = "</BODY></HTML>\n";
-    static const char page_mark[] = "\r\n\r\n<HTML><HEAD>\n<TITLE>";
-    size_t len = evbuffer_get_length(buf);
-    struct evbuffer_ptr mark;
-    char head[64], body[96], tail[sizeof(page_end) - 1];
-    int code, n;
+    char in[4096], out[512];
+    size_t len = evbuffer_get_length(buf), n;
 
-    if (info->n_added == 0 || len < 40 || len > 4096)
+    if (info->n_added == 0 || len < 40 || len > sizeof(in))
         return;
-    if (evbuffer_copyout(buf, head, sizeof(head) - 1) < 12)
+    evbuffer_copyout(buf, in, len);
+    n = lb_admin_error_page_json(in, len, out, sizeof(out));
+    if (n == 0)
         return;
-    if (evbuffer_ptr_set(buf, &mark, len - sizeof(tail), EVBUFFER_PTR_SET) == -1 ||
-        evbuffer_copyout_from(buf, &mark, tail, sizeof(tail)) != (ssize_t)sizeof(tail) ||
-        memcmp(tail, page_end, sizeof(tail)) != 0)
-        return;
-    head[sizeof(head) - 1] = '\0';
-    mark = evbuffer_search(buf, page_mark, sizeof(page_mark) - 1, NULL);
-    if (mark.pos < 0 || strncmp(head, "HTTP/1.", 7) != 0 || sscanf(head + 9, "%3d", &code) != 1 ||
-        code < 400)
-        return;
-    n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n",
-                 code == 413 ? "request body too large" :
-                 code == 501 ? "method not implemented" : "bad request");
-    *strchr(head, '\r') = '\0';
-    /* Our own additions call us again: nothing ends with page_end then. */
+    /* Our own addition calls us again: it is not a page then. */
     evbuffer_drain(buf, len);
-    evbuffer_add_printf(buf, "%s\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                        "Content-Length: %d\r\n\r\n%s", head, n, body);
+    evbuffer_add(buf, out, n);
 }
 
-/* Each admin connection's bufferevent, with a read high-water mark: evhttp
- * parses one request at a time but would otherwise keep reading whatever a
- * client pipelines behind it, without bound, while the answer waits for a
- * client that does not read. With the mark, reading stops and TCP pushes
- * back on the client. */
+/* Keeps a copy of what was read: the socket's bytes are appended to the
+ * input buffer, and this runs before evhttp parses (and drains) them. */
+static void
+lb_admin_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct lb_admin_conn *c = arg;
+    size_t len = evbuffer_get_length(buf), left = info->n_added;
+    struct evbuffer_ptr at;
+    char chunk[4096];
+
+    c->received += info->n_added;
+    if (left == 0 || c->is_overflow)
+        return;
+    if (evbuffer_get_length(c->kept) + left > LB_ADMIN_KEEP_MAX ||
+        evbuffer_ptr_set(buf, &at, len - left, EVBUFFER_PTR_SET) == -1) {
+        c->is_overflow = true;          /* the request is refused */
+        evbuffer_drain(c->kept, evbuffer_get_length(c->kept));
+        return;
+    }
+    while (left > 0) {
+        size_t n = left < sizeof(chunk) ? left : sizeof(chunk);
+
+        if (evbuffer_copyout_from(buf, &at, chunk, n) != (ssize_t)n ||
+            evbuffer_add(c->kept, chunk, n) == -1 ||
+            evbuffer_ptr_set(buf, &at, n, EVBUFFER_PTR_ADD) == -1) {
+            c->is_overflow = true;
+            return;
+        }
+        left -= n;
+    }
+}
+
+/* --------------------------------------------------------- connections */
+
+/* One line a second of each: a flood of clients repeats them. */
+static struct lb_log_limit lb_admin_full_log = LB_LOG_LIMIT(1);
+static struct lb_log_limit lb_admin_accept_log = LB_LOG_LIMIT(1);
+
+static void
+lb_admin_conn_free(struct lb_admin_conn *c)
+{
+    struct lb_admin *a = c->a;
+
+    event_del(&c->timer);
+    evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->on_input);
+    evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->on_output);
+    evbuffer_free(c->kept);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        a->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        a->conns_tail = c->prev;
+    a->nconns--;
+    free(c);
+}
+
+static void
+lb_admin_on_close(struct evhttp_connection *evcon, void *arg)
+{
+    struct lb_admin_conn *c = arg;
+    struct lb_admin *a = c->a;
+    bool is_refused = c->is_refused;
+
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+    lb_admin_conn_free(c);
+    if (!is_refused)                    /* a slot is free */
+        lb_admin_accept_resume(a);
+}
+
+/* The connection waits for a request from now: the deadline runs. */
+static void
+lb_admin_conn_arm(struct lb_admin_conn *c, uint64_t now)
+{
+    struct timeval tv = { LB_ADMIN_REQUEST_DEADLINE_MS / 1000,
+                          (LB_ADMIN_REQUEST_DEADLINE_MS % 1000) * 1000 };
+
+    c->waiting_since_ms = now;
+    event_add(&c->timer, &tv);
+}
+
+/* Right after evhttp set the connection up (its bufferevent callback runs
+ * before the connection object exists): learn the connection object, to
+ * hear of its close and to close it. evhttp passes it as its bufferevent
+ * callbacks' argument (libevent 2.1 and 2.2). A connection evhttp already
+ * freed has no callbacks left. */
+static void
+lb_admin_conn_adopt(struct lb_admin_conn *c)
+{
+    struct bufferevent *bev = c->bev;
+    bufferevent_event_cb eventcb = NULL;
+    void *evcon = NULL;
+
+    bufferevent_getcb(bev, NULL, NULL, &eventcb, &evcon);
+    if (eventcb == NULL || evcon == NULL) {
+        lb_admin_conn_free(c);
+        bufferevent_decref(bev);        /* the last reference: closes it */
+        return;
+    }
+    c->evcon = evcon;
+    evhttp_connection_set_closecb(c->evcon, lb_admin_on_close, c);
+    bufferevent_decref(bev);            /* evhttp's reference remains */
+    if (c->is_refused) {
+        evhttp_connection_free(c->evcon);
+        return;
+    }
+    if (c->is_resume_on_adopt && !c->a->is_full && c->a->listener != NULL)
+        evconnlistener_enable(c->a->listener);
+    /* what is left of the deadline that started at accept */
+    {
+        uint64_t now = lb_mono_ms(), passed = now - c->waiting_since_ms;
+        uint64_t left = passed < LB_ADMIN_REQUEST_DEADLINE_MS ? LB_ADMIN_REQUEST_DEADLINE_MS - passed : 0;
+        struct timeval tv = { (time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000 };
+
+        event_add(&c->timer, &tv);
+    }
+}
+
+static void
+lb_admin_conn_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_admin_conn *c = arg;
+
+    if (c->evcon == NULL)
+        lb_admin_conn_adopt(c);
+    else
+        evhttp_connection_free(c->evcon);   /* deadline: no complete request */
+}
+
+/* One connection too many: close the one that has waited longest for its
+ * request (nginx reuses idle connections the same way when
+ * worker_connections runs out), so that idle or slow clients cannot lock
+ * operators out. When every connection is being answered, the newcomer is
+ * closed instead and accepts pause until one ends. */
+static void
+lb_admin_make_room(struct lb_admin *a, struct lb_admin_conn *newcomer)
+{
+    struct lb_admin_conn *victim = NULL;
+
+    for (struct lb_admin_conn *c = a->conns; c != NULL; c = c->next) {
+        if (c != newcomer && !c->is_refused && c->waiting_since_ms != 0 &&
+            (victim == NULL || c->waiting_since_ms < victim->waiting_since_ms))
+            victim = c;
+    }
+    lb_log_limited(&lb_admin_full_log, CONF_LOG_WARN, "admin_connections_full",
+                   "limit=%d closed=%s", LB_ADMIN_MAX_CONNS,
+                   victim != NULL ? "oldest_waiting" : "new");
+    /* One at a time: libevent closes a connection's descriptor once the
+     * accept callback has returned, and would accept on meanwhile. */
+    evconnlistener_disable(a->listener);
+    if (victim == NULL) {
+        newcomer->is_refused = true;
+        a->is_full = true;
+        return;
+    }
+    newcomer->is_resume_on_adopt = true;
+    if (victim->evcon != NULL)
+        evhttp_connection_free(victim->evcon);
+    else
+        victim->is_refused = true;      /* accepted in this same callback */
+}
+
+/* evhttp's bufferevent for a new connection, with the copy of what it
+ * reads and the rewriting of libevent's error pages. */
 static struct bufferevent *
 lb_admin_bevcb(struct event_base *base, void *arg)
 {
+    struct lb_admin *a = arg;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    struct lb_admin_conn *c;
 
-    if (bev != NULL) {
-        bufferevent_setwatermark(bev, EV_READ, 0, LB_ADMIN_MAX_HEADERS * 2);
-        evbuffer_add_cb(bufferevent_get_output(bev), lb_admin_on_output, bev);
+    if (bev == NULL)
+        return NULL;
+    bufferevent_setwatermark(bev, EV_READ, 0, LB_ADMIN_READ_MAX);
+    c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->kept = evbuffer_new()) == NULL ||
+        (c->on_input = evbuffer_add_cb(bufferevent_get_input(bev), lb_admin_on_input, c)) == NULL ||
+        (c->on_output = evbuffer_add_cb(bufferevent_get_output(bev), lb_admin_on_output, c)) == NULL) {
+        /* untracked: its requests are answered 503 (lb_admin_on_request) */
+        if (c != NULL && c->on_input != NULL)
+            evbuffer_remove_cb_entry(bufferevent_get_input(bev), c->on_input);
+        if (c != NULL && c->kept != NULL)
+            evbuffer_free(c->kept);
+        free(c);
+        return bev;
     }
+    c->a = a;
+    c->bev = bev;
+    c->waiting_since_ms = lb_mono_ms();
+    /* Held until adopted, so that a connection evhttp frees before that
+     * (out of memory) does not leave c pointing at freed memory. */
+    bufferevent_incref(bev);
+    event_assign(&c->timer, base, -1, 0, lb_admin_conn_on_timer, c);
+    event_active(&c->timer, EV_TIMEOUT, 1);
+    c->prev = a->conns_tail;
+    if (a->conns_tail != NULL)
+        a->conns_tail->next = c;
+    else
+        a->conns = c;
+    a->conns_tail = c;
+    if (++a->nconns > LB_ADMIN_MAX_CONNS)
+        lb_admin_make_room(a, c);
     return bev;
 }
+
+static void
+lb_admin_on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    evconnlistener_enable(arg);
+}
+
+/* accept(2) failed for another reason than "try again": out of
+ * descriptors or memory. The socket stays readable, so the listener would
+ * spin at full CPU; pause it (the workers do the same). */
+static void
+lb_admin_on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    struct timeval tv = { 0, LB_ADMIN_ACCEPT_PAUSE_MS * 1000 };
+    int err = EVUTIL_SOCKET_ERROR();
+    char qbuf[128];
+
+    evconnlistener_disable(lev);
+    lb_log_limited(&lb_admin_accept_log, CONF_LOG_WARN, "accept_failed",
+                   "listener=admin error=%s pause_ms=%d",
+                   lb_log_quote(qbuf, sizeof(qbuf), strerror(err)), LB_ADMIN_ACCEPT_PAUSE_MS);
+    /* Out of memory for the timer too: accepting resumes when an admin
+     * connection closes. */
+    (void)event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT,
+                          lb_admin_on_accept_retry, lev, &tv);
+}
+
+/* ----------------------------------------------------------- lifecycle */
 
 static void
 lb_admin_on_stop(evutil_socket_t fd, short what, void *arg)
@@ -437,6 +690,7 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
 {
     const struct conf_admin *ac = &d->gen->conf->admin;
     struct lb_admin *a = calloc(1, sizeof(*a));
+    struct evhttp_bound_socket *bound = NULL;
     char lerr[128];
     int fd;
 
@@ -466,11 +720,15 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
      * not share it. */
     fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len, false,
                        lerr, sizeof(lerr));
-    if (fd < 0 || evhttp_accept_socket(a->http, fd) == -1) {
+    if (fd >= 0 && (bound = evhttp_accept_socket_with_handle(a->http, fd)) == NULL)
+        close(fd);
+    if (bound == NULL) {
         snprintf(err, errlen, "admin: listen on %s: %s", ac->listen.text,
                  fd < 0 ? lerr : "evhttp_accept_socket failed");
         return -1;
     }
+    a->listener = evhttp_bound_socket_get_listener(bound);
+    evconnlistener_set_error_cb(a->listener, lb_admin_on_accept_error);
     if (!lb_admin_is_loopback(&ac->listen) && ac->token[0] == '\0')
         lb_log(CONF_LOG_WARN, "admin_exposed",
                "addr=%s detail=\"admin port on a non-loopback address without a token: anyone who reaches it can disable servers\"",
@@ -500,6 +758,19 @@ lb_admin_stop(struct lb_daemon *d)
     }
     if (a->stop_ev != NULL)
         event_free(a->stop_ev);
+    /* evhttp_free frees the listener first, then each connection (whose
+     * close callback must not touch the listener any more). Connections
+     * not adopted yet hold a reference of ours on their bufferevent. */
+    a->listener = NULL;
+    for (struct lb_admin_conn *c = a->conns, *next; c != NULL; c = next) {
+        struct bufferevent *bev = c->bev;
+
+        next = c->next;
+        if (c->evcon == NULL) {
+            lb_admin_conn_free(c);
+            bufferevent_decref(bev);
+        }
+    }
     if (a->http != NULL)
         evhttp_free(a->http);
     if (a->base != NULL)

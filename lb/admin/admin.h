@@ -7,6 +7,13 @@
 
 #include <stddef.h>
 
+/* Connections the admin port holds at most, and so the descriptors it may
+ * take (main.c keeps them out of the data path's budget): enough for a few
+ * dashboards (one kept-alive connection each), a Prometheus scraper and
+ * scripts; the 65th connection closes the one that has waited longest for
+ * its request. */
+#define LB_ADMIN_MAX_CONNS 64
+
 struct evbuffer;
 struct lb_daemon;
 struct lb_server;

@@ -75,6 +75,11 @@ bool lb_log_limit_take(struct lb_log_limit *l, uint32_t *held);
         }                                                                    \
     } while (0)
 
+/* Sends libevent's own messages (it prints warnings to stderr otherwise,
+ * e.g. one per failed accept(2)) through lb_log as event=libevent, at most
+ * one a second. Once, before threads start. */
+void lb_log_route_libevent(void);
+
 /* Returns s ready for a key=value log line: as is when it is a plain token,
  * otherwise double-quoted with quotes, backslashes and control characters
  * escaped (one event stays one line). Writes into buf (len bytes). */

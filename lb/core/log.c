@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "core.h"
 
 #define LB_LOG_LINE_MAX 2048
@@ -110,6 +112,25 @@ lb_log_emit(enum conf_log_level level, const char *event, const char *fmt, ...)
             break;
         off += (size_t)w;
     }
+}
+
+static void
+lb_log_on_libevent(int severity, const char *msg)
+{
+    /* a message per failed accept(2), per bad request...: one a second */
+    static struct lb_log_limit limit = LB_LOG_LIMIT(1);
+    enum conf_log_level level = severity >= EVENT_LOG_ERR ? CONF_LOG_ERROR :
+                                severity == EVENT_LOG_WARN ? CONF_LOG_WARN :
+                                severity == EVENT_LOG_MSG ? CONF_LOG_INFO : CONF_LOG_DEBUG;
+    char qbuf[512];
+
+    lb_log_limited(&limit, level, "libevent", "msg=%s", lb_log_quote(qbuf, sizeof(qbuf), msg));
+}
+
+void
+lb_log_route_libevent(void)
+{
+    event_set_log_callback(lb_log_on_libevent);
 }
 
 const char *

@@ -1,0 +1,556 @@
+/*
+ * admin_request.c - the admin port's decision about one request, from the
+ * bytes the client sent (see admin_request.h): a strict HTTP/1.1 head
+ * parser, the Host and Origin checks, the routes and the token.
+ *
+ * Why parse again what evhttp parsed: a request smuggled past a proxy, a
+ * token check fooled by trailing bytes and a version answered as
+ * "HTTP/1.-1" all come from the places where libevent 2.1 reads a request
+ * differently from the standard. Here every such place is refused, so
+ * what is accepted means the same thing to both parsers.
+ *
+ * Host and Origin (issue 10: any web page could POST to the admin port,
+ * and a page that rebinds its DNS name to 127.0.0.1 could read /stats):
+ *   - a browser always sends Host as the name in the page's URL, so a
+ *     Host that is not a name of this port is a rebound name: refused;
+ *   - a browser sends Origin with every POST and every cross-origin
+ *     fetch; a request from one of our own pages carries "http://" + the
+ *     very Host it was sent to. Anything else is another site: refused.
+ *     Tools (curl, Prometheus) send no Origin and are not affected.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "admin_request.h"
+
+/* A piece of the raw request (not NUL-terminated). */
+struct lb_admin_span {
+    const char *p;
+    size_t len;
+};
+
+/* The parts of one request the decision needs, pointing into its bytes. */
+struct lb_admin_head {
+    struct lb_admin_span method, target;
+    bool is_http11;
+    struct lb_admin_span host, origin;
+    struct lb_admin_span host_name;         /* host without its port */
+    struct lb_admin_span authorization;     /* leading blanks skipped, the
+                                               rest exactly as sent */
+    bool has_host, has_origin, has_authorization, has_content_length;
+    uint64_t content_length;
+    size_t head_len;                        /* up to the empty line, included */
+};
+
+static const char *lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h);
+static void lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
+                           struct lb_admin_verdict *v);
+
+static bool
+lb_admin_span_is(struct lb_admin_span s, const char *text)
+{
+    return s.len == strlen(text) && strncasecmp(s.p, text, s.len) == 0;
+}
+
+static void
+lb_admin_refuse(struct lb_admin_verdict *v, int status, const char *error)
+{
+    static const struct { int status; const char *reason; } reasons[] = {
+        { 400, "Bad Request" }, { 401, "Unauthorized" }, { 403, "Forbidden" },
+        { 404, "Not Found" }, { 405, "Method Not Allowed" },
+    };
+
+    v->route = LB_ADMIN_ROUTE_REFUSED;
+    v->status = status;
+    v->error = error;
+    v->reason = "Error";
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+        if (reasons[i].status == status)
+            v->reason = reasons[i].reason;
+    }
+}
+
+void
+lb_admin_request_check(const struct conf_admin *admin, const char *raw, size_t len,
+                       struct lb_admin_verdict *v)
+{
+    struct lb_admin_head h;
+    const char *bad;
+
+    memset(v, 0, sizeof(*v));
+    bad = lb_admin_parse(raw, len, &h);
+    if (bad != NULL) {
+        /* What follows a request we cannot frame for sure may be another
+         * request smuggled in its body: answer and close. */
+        lb_admin_refuse(v, 400, bad);
+        v->must_close = true;
+        return;
+    }
+    v->is_head = lb_admin_span_is(h.method, "HEAD");
+    lb_admin_route(admin, &h, v);
+}
+
+/* ------------------------------------------------------------- parsing */
+
+/* RFC 9110 5.6.2: the characters of a method or a header name. */
+static bool
+lb_admin_is_tchar(unsigned char c)
+{
+    return isalnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* The next line of raw[*pos..len) without its end, LF or CRLF (evhttp
+ * takes both). false when no line end is left. */
+static bool
+lb_admin_next_line(const char *raw, size_t len, size_t *pos, struct lb_admin_span *line)
+{
+    const char *nl = memchr(raw + *pos, '\n', len - *pos);
+
+    if (nl == NULL)
+        return false;
+    line->p = raw + *pos;
+    line->len = (size_t)(nl - line->p);
+    if (line->len > 0 && line->p[line->len - 1] == '\r')
+        line->len--;
+    *pos = (size_t)(nl - raw) + 1;
+    return true;
+}
+
+/* method SP request-target SP HTTP-version, with single spaces. */
+static const char *
+lb_admin_parse_request_line(struct lb_admin_span line, struct lb_admin_head *h)
+{
+    size_t i = 0, start;
+
+    while (i < line.len && lb_admin_is_tchar((unsigned char)line.p[i]))
+        i++;
+    if (i == 0 || i == line.len || line.p[i] != ' ')
+        return "bad request line";
+    h->method = (struct lb_admin_span){ line.p, i };
+    start = ++i;
+    while (i < line.len && (unsigned char)line.p[i] > ' ' && (unsigned char)line.p[i] < 0x7f)
+        i++;
+    if (i == start || i == line.len || line.p[i] != ' ')
+        return "bad request line";
+    h->target = (struct lb_admin_span){ line.p + start, i - start };
+    i++;
+    if (memchr(line.p + i, ' ', line.len - i) != NULL)
+        return "bad request line";          /* a space in the target */
+    /* Exactly these two: libevent reads any HTTP/1.N, keeps N in a char
+     * and answers "HTTP/1.-1" to HTTP/1.2147483647. */
+    if (line.len - i == 8 && memcmp(line.p + i, "HTTP/1.1", 8) == 0)
+        h->is_http11 = true;
+    else if (!(line.len - i == 8 && memcmp(line.p + i, "HTTP/1.0", 8) == 0))
+        return "unsupported HTTP version: use HTTP/1.1 or HTTP/1.0";
+    return NULL;
+}
+
+static const char *
+lb_admin_parse_content_length(struct lb_admin_span value, struct lb_admin_head *h)
+{
+    uint64_t n = 0;
+
+    /* Digits only: libevent's strtoll would take "+5" and " 5". */
+    if (value.len == 0 || value.len > 19)
+        return "bad Content-Length";
+    for (size_t i = 0; i < value.len; i++) {
+        if (value.p[i] < '0' || value.p[i] > '9')
+            return "bad Content-Length";
+        n = n * 10 + (uint64_t)(value.p[i] - '0');
+    }
+    h->content_length = n;
+    return NULL;
+}
+
+/* A header the decision reads: given once at most. */
+static const char *
+lb_admin_take_once(bool *seen, struct lb_admin_span *dst, struct lb_admin_span value,
+                   const char *twice)
+{
+    if (*seen)
+        return twice;
+    *seen = true;
+    *dst = value;
+    return NULL;
+}
+
+/* name ":" OWS value OWS (RFC 9112 5). */
+static const char *
+lb_admin_parse_header(struct lb_admin_span line, struct lb_admin_head *h)
+{
+    struct lb_admin_span name, value, raw_value;
+    size_t i = 0;
+
+    /* A folded line (obs-fold) continues the previous value for libevent;
+     * RFC 9112 5.2 lets a server refuse it, and a strict one must. */
+    if (line.p[0] == ' ' || line.p[0] == '\t')
+        return "folded header line";
+    while (i < line.len && lb_admin_is_tchar((unsigned char)line.p[i]))
+        i++;
+    if (i == 0 || i == line.len || line.p[i] != ':')
+        return "bad header line";
+    name = (struct lb_admin_span){ line.p, i };
+    for (size_t k = i + 1; k < line.len; k++) {
+        unsigned char c = (unsigned char)line.p[k];
+
+        /* libevent would end the value at a NUL and keep going. */
+        if ((c < ' ' && c != '\t') || c == 0x7f)
+            return "control character in a header";
+    }
+    i++;
+    while (i < line.len && (line.p[i] == ' ' || line.p[i] == '\t'))
+        i++;
+    raw_value = (struct lb_admin_span){ line.p + i, line.len - i };
+    value = raw_value;
+    while (value.len > 0 && (value.p[value.len - 1] == ' ' || value.p[value.len - 1] == '\t'))
+        value.len--;
+
+    if (lb_admin_span_is(name, "Host"))
+        return lb_admin_take_once(&h->has_host, &h->host, value, "two Host headers");
+    if (lb_admin_span_is(name, "Origin"))
+        return lb_admin_take_once(&h->has_origin, &h->origin, value, "two Origin headers");
+    if (lb_admin_span_is(name, "Authorization"))
+        return lb_admin_take_once(&h->has_authorization, &h->authorization, raw_value,
+                                  "two Authorization headers");
+    if (lb_admin_span_is(name, "Content-Length")) {
+        struct lb_admin_span unused;
+        const char *bad = lb_admin_take_once(&h->has_content_length, &unused, value,
+                                             "two Content-Length headers");
+        return bad != NULL ? bad : lb_admin_parse_content_length(value, h);
+    }
+    if (lb_admin_span_is(name, "Transfer-Encoding"))
+        return "Transfer-Encoding is not supported: send Content-Length";
+    return NULL;
+}
+
+/* uri-host [":" port] (RFC 9110 7.2): a bracketed IPv6 address, or
+ * letters, digits and . - _ ~ (names and IPv4). */
+static bool
+lb_admin_host_is_valid(struct lb_admin_span host, struct lb_admin_span *name)
+{
+    size_t i = 0;
+
+    if (host.len > 0 && host.p[0] == '[') {
+        const char *rb = memchr(host.p, ']', host.len);
+
+        if (rb == NULL)
+            return false;
+        i = (size_t)(rb - host.p) + 1;
+        for (size_t k = 1; k + 1 < i; k++) {
+            if (!isxdigit((unsigned char)host.p[k]) && host.p[k] != ':' && host.p[k] != '.')
+                return false;
+        }
+    } else {
+        while (i < host.len && (isalnum((unsigned char)host.p[i]) ||
+                                strchr(".-_~", host.p[i]) != NULL))
+            i++;
+    }
+    if (i == 0 || i > CONF_HOST_MAX)
+        return false;
+    *name = (struct lb_admin_span){ host.p, i };
+    if (i == host.len)
+        return true;
+    if (host.p[i] != ':' || host.len - i < 2 || host.len - i > 6)
+        return false;
+    for (size_t k = i + 1; k < host.len; k++) {
+        if (!isdigit((unsigned char)host.p[k]))
+            return false;
+    }
+    return true;
+}
+
+/* Returns NULL, or what is wrong with the request (the 400's message). */
+static const char *
+lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h)
+{
+    struct lb_admin_span line;
+    size_t pos = 0;
+    const char *bad;
+
+    memset(h, 0, sizeof(*h));
+    if (!lb_admin_next_line(raw, len, &pos, &line))
+        return "bad request line";
+    if ((bad = lb_admin_parse_request_line(line, h)) != NULL)
+        return bad;
+    for (;;) {
+        if (!lb_admin_next_line(raw, len, &pos, &line))
+            return "request head does not end";
+        if (line.len == 0)
+            break;
+        if ((bad = lb_admin_parse_header(line, h)) != NULL)
+            return bad;
+    }
+    h->head_len = pos;
+    /* evhttp read exactly these bytes as this request: if its idea of the
+     * body's end is not Content-Length's, the two parsers disagree. */
+    if ((uint64_t)(len - pos) != (h->has_content_length ? h->content_length : 0))
+        return "the body does not match Content-Length";
+    if (lb_admin_span_is(h->method, "CONNECT"))
+        return "CONNECT is not supported";
+    if (h->target.p[0] != '/')
+        return "bad request target: use a path such as /stats";
+    if (h->is_http11 && !h->has_host)
+        return "missing Host header";
+    if (h->has_host && !lb_admin_host_is_valid(h->host, &h->host_name))
+        return "bad Host header";
+    return NULL;
+}
+
+/* ------------------------------------------------------- host and origin */
+
+/* The host part of a listen address as written: "127.0.0.1" of
+ * "127.0.0.1:9900", "[::1]" of "[::1]:9900". */
+static struct lb_admin_span
+lb_admin_listen_host(const struct conf_addr *listen)
+{
+    const char *colon = strrchr(listen->text, ':');
+
+    return (struct lb_admin_span){ listen->text,
+                                   colon != NULL ? (size_t)(colon - listen->text) : 0 };
+}
+
+/* An IP literal names this port when it is the listen address, or any
+ * address of its family when the port listens on the wildcard: it was
+ * reached at that address, and an address cannot be rebound as a name can. */
+static bool
+lb_admin_ip_is_listen(const struct conf_addr *listen, struct lb_admin_span name)
+{
+    char text[INET6_ADDRSTRLEN + 2];
+    unsigned char addr[sizeof(struct in6_addr)];
+    bool is_v6 = name.len >= 2 && name.p[0] == '[';
+    size_t n = name.len - (is_v6 ? 2 : 0);
+
+    if (n >= sizeof(text))
+        return false;
+    memcpy(text, name.p + is_v6, n);
+    text[n] = '\0';
+    if (is_v6 && listen->ss.ss_family == AF_INET6 &&
+        inet_pton(AF_INET6, text, addr) == 1) {
+        const struct in6_addr *l = &((const struct sockaddr_in6 *)&listen->ss)->sin6_addr;
+        return memcmp(l, addr, 16) == 0 || IN6_IS_ADDR_UNSPECIFIED(l);
+    }
+    if (!is_v6 && listen->ss.ss_family == AF_INET &&
+        inet_pton(AF_INET, text, addr) == 1) {
+        const struct in_addr *l = &((const struct sockaddr_in *)&listen->ss)->sin_addr;
+        return memcmp(l, addr, 4) == 0 || l->s_addr == htonl(INADDR_ANY);
+    }
+    return false;
+}
+
+static bool
+lb_admin_host_is_ours(const struct conf_admin *admin, struct lb_admin_span name)
+{
+    struct lb_admin_span listen = lb_admin_listen_host(&admin->listen);
+
+    if (lb_admin_span_is(name, "localhost"))
+        return true;
+    if (listen.len == name.len && strncasecmp(listen.p, name.p, name.len) == 0)
+        return true;
+    for (size_t i = 0; i < admin->allowed_hosts.n; i++) {
+        if (lb_admin_span_is(name, admin->allowed_hosts.names[i]))
+            return true;
+    }
+    return lb_admin_ip_is_listen(&admin->listen, name);
+}
+
+/* Our own page's origin is "http://" + the Host it was sent to (the Host
+ * having been checked): the port may be reached through a tunnel or a
+ * mapped port, and the browser writes both from the same URL. */
+static bool
+lb_admin_origin_is_ours(const struct lb_admin_head *h)
+{
+    static const char scheme[] = "http://";
+    size_t n = sizeof(scheme) - 1;
+
+    return h->has_host && h->origin.len == n + h->host.len &&
+           strncasecmp(h->origin.p, scheme, n) == 0 &&
+           strncasecmp(h->origin.p + n, h->host.p, h->host.len) == 0;
+}
+
+/* ------------------------------------------------------------- routing */
+
+/* Constant time over the token's length: how long the comparison takes
+ * tells nothing about how many leading bytes matched, nor about the
+ * length presented. */
+static bool
+lb_admin_token_equal(const char *a, size_t alen, const char *token, size_t tlen)
+{
+    volatile unsigned char diff = alen != tlen;
+
+    for (size_t i = 0; i < tlen; i++)
+        diff |= (unsigned char)(token[i] ^ (i < alen ? a[i] : 0));
+    return diff == 0;
+}
+
+/* "Bearer" (any case, RFC 9110 11.1), spaces, then the token and nothing
+ * else: not a trailing space, not a NUL and junk (refused when parsed). */
+static bool
+lb_admin_is_authorized(const char *token, const struct lb_admin_head *h)
+{
+    struct lb_admin_span a = h->authorization;
+    size_t tlen = strlen(token);
+
+    if (tlen == 0)
+        return true;
+    if (!h->has_authorization || a.len < 7 || strncasecmp(a.p, "Bearer ", 7) != 0)
+        return false;
+    a.p += 7;
+    a.len -= 7;
+    while (a.len > 0 && a.p[0] == ' ') {
+        a.p++;
+        a.len--;
+    }
+    return lb_admin_token_equal(a.p, a.len, token, tlen);
+}
+
+/* Copies a path segment into a name buffer; one longer than any name
+ * leaves it empty, which matches no pool or server (a 404, as for any
+ * other unknown name). */
+static void
+lb_admin_copy_name(char *dst, struct lb_admin_span s)
+{
+    size_t n = s.len <= CONF_NAME_MAX ? s.len : 0;
+
+    memcpy(dst, s.p, n);
+    dst[n] = '\0';
+}
+
+/* "/pools/P/servers/S/ACTION": false when the path has another shape. */
+static bool
+lb_admin_parse_action(struct lb_admin_span path, struct lb_admin_verdict *v,
+                      struct lb_admin_span *action)
+{
+    struct lb_admin_span seg[5];
+    size_t n = 0, i = 1, start = 1;
+
+    if (path.len < 2 || path.p[path.len - 1] == '/')
+        return false;
+    for (; i <= path.len; i++) {
+        if (i < path.len && path.p[i] != '/')
+            continue;
+        if (i == start || n == 5)
+            return false;               /* an empty segment, or a sixth */
+        seg[n++] = (struct lb_admin_span){ path.p + start, i - start };
+        start = i + 1;
+    }
+    if (n != 5 || !lb_admin_span_is(seg[0], "pools") || !lb_admin_span_is(seg[2], "servers"))
+        return false;
+    lb_admin_copy_name(v->pool, seg[1]);
+    lb_admin_copy_name(v->server, seg[3]);
+    *action = seg[4];
+    return true;
+}
+
+static void
+lb_admin_route_action(struct lb_admin_span path, struct lb_admin_verdict *v)
+{
+    static const struct { const char *name; enum lb_admin_action action; } actions[] = {
+        { "enable", LB_ADMIN_ACTION_ENABLE },
+        { "drain", LB_ADMIN_ACTION_DRAIN },
+        { "disable", LB_ADMIN_ACTION_DISABLE },
+    };
+    struct lb_admin_span action;
+
+    if (!lb_admin_parse_action(path, v, &action)) {
+        lb_admin_refuse(v, 400, "bad path: use /pools/POOL/servers/SERVER/disable|drain|enable");
+        return;
+    }
+    for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+        /* case matters in a path */
+        if (action.len == strlen(actions[i].name) &&
+            memcmp(action.p, actions[i].name, action.len) == 0) {
+            v->route = LB_ADMIN_ROUTE_ACTION;
+            v->action = actions[i].action;
+            return;
+        }
+    }
+    lb_admin_refuse(v, 400, "bad action: use disable, drain or enable");
+}
+
+static void
+lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
+               struct lb_admin_verdict *v)
+{
+    static const struct { const char *path; enum lb_admin_route route; } gets[] = {
+        { "/", LB_ADMIN_ROUTE_DASHBOARD }, { "/stats", LB_ADMIN_ROUTE_STATS },
+        { "/metrics", LB_ADMIN_ROUTE_METRICS }, { "/healthz", LB_ADMIN_ROUTE_HEALTHZ },
+    };
+    struct lb_admin_span path = h->target;
+    const char *query = memchr(path.p, '?', path.len);
+    bool is_get = lb_admin_span_is(h->method, "GET") || v->is_head;
+    bool is_post = lb_admin_span_is(h->method, "POST");
+
+    if (h->has_host && !lb_admin_host_is_ours(admin, h->host_name)) {
+        lb_admin_refuse(v, 403, "forbidden: Host is not this admin port (see [admin] allowed_hosts)");
+        return;
+    }
+    if (h->has_origin && !lb_admin_origin_is_ours(h)) {
+        lb_admin_refuse(v, 403, "forbidden: a request from another site (Origin)");
+        return;
+    }
+    if (query != NULL)
+        path.len = (size_t)(query - path.p);
+    for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++) {
+        if (path.len == strlen(gets[i].path) && memcmp(path.p, gets[i].path, path.len) == 0) {
+            v->route = gets[i].route;
+            if (!is_get) {
+                lb_admin_refuse(v, 405, "method not allowed: use GET");
+                v->allow = "GET, HEAD";
+            }
+            return;
+        }
+    }
+    if (path.len == 7 && memcmp(path.p, "/reload", 7) == 0)
+        v->route = LB_ADMIN_ROUTE_RELOAD;
+    else if ((path.len == 6 && memcmp(path.p, "/pools", 6) == 0) ||
+             (path.len > 6 && memcmp(path.p, "/pools/", 7) == 0))
+        lb_admin_route_action(path, v);
+    else
+        lb_admin_refuse(v, 404, "not found");
+    if (v->route == LB_ADMIN_ROUTE_REFUSED)
+        return;
+    if (!is_post) {
+        lb_admin_refuse(v, 405, "method not allowed: use POST");
+        v->allow = "POST";
+    } else if (!lb_admin_is_authorized(admin->token, h)) {
+        lb_admin_refuse(v, 401, "unauthorized: send Authorization: Bearer <token>");
+        v->is_auth_challenge = true;
+    }
+}
+
+/* ----------------------------------------------------- evhttp's own pages */
+
+size_t
+lb_admin_error_page_json(const char *in, size_t len, char *out, size_t outlen)
+{
+    static const char page_end[] = "</BODY></HTML>\n";
+    static const char page_mark[] = "\r\n\r\n<HTML><HEAD>\n<TITLE>";
+    const char *eol;
+    char body[96];
+    int code, n, m;
+
+    /* libevent writes the whole page into the output buffer before it
+     * sends anything: the status line, headers, and this exact HTML. */
+    if (len < 40 || len > 4096 ||
+        memcmp(in + len - (sizeof(page_end) - 1), page_end, sizeof(page_end) - 1) != 0 ||
+        memmem(in, len, page_mark, sizeof(page_mark) - 1) == NULL ||
+        memcmp(in, "HTTP/1.", 7) != 0 || in[8] != ' ' ||
+        !isdigit((unsigned char)in[9]) || !isdigit((unsigned char)in[10]) ||
+        !isdigit((unsigned char)in[11]))
+        return 0;
+    code = (in[9] - '0') * 100 + (in[10] - '0') * 10 + (in[11] - '0');
+    /* The status line ends at its CR: a page without one is not libevent's. */
+    eol = memchr(in, '\r', len);
+    if (code < 400 || eol == NULL || eol - in > 64)
+        return 0;
+    n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n",
+                 code == 413 ? "request body too large" :
+                 code == 501 ? "method not implemented" : "bad request");
+    m = snprintf(out, outlen, "%.*s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                 "Content-Length: %d\r\n\r\n%s", (int)(eol - in), in, n, body);
+    return m > 0 && (size_t)m < outlen ? (size_t)m : 0;
+}
