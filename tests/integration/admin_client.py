@@ -12,11 +12,15 @@ import http.client
 import json
 import math
 import re
+import select
 import socket
 import time
 
 import harness
 from harness import HOST, IO_TIMEOUT, free_port, wait_for
+
+# Connections the admin port keeps at most (LB_ADMIN_MAX_CONNS, lb/admin/admin.h).
+ADMIN_MAX_CONNS = 64
 
 # ------------------------------------------------------------------ config
 
@@ -676,6 +680,17 @@ def raw_exchange(port, payload, timeout=IO_TIMEOUT):
         return harness.recv_until_eof(s, timeout=timeout)
     finally:
         s.close()
+
+
+def peer_closed(sock):
+    """True when the peer has closed sock (EOF or reset is waiting), without
+    blocking or consuming data."""
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
 
 
 def status_of(raw):

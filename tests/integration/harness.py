@@ -772,6 +772,10 @@ class Lb:
     def rss_kb(self):
         return vm_rss_kb(self.pid)
 
+    def fd_count(self):
+        """lb's open descriptors now (/proc/PID/fd)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
 
 # ----------------------------------------------------- health-check helpers
 

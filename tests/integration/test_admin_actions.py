@@ -265,7 +265,7 @@ class AdminActionsTest(LbTestCase):
                               ("BREW", ("405", "501"))):
             raw, how = admin_client.raw_exchange(
                 lb.admin_port, f"{method} /pools/web/servers/web1/disable HTTP/1.1\r\n"
-                f"Host: x\r\nConnection: close\r\n\r\n".encode(), timeout=5)
+                f"Host: {harness.HOST}\r\nConnection: close\r\n\r\n".encode(), timeout=5)
             head, _, body = raw.partition(b"\r\n\r\n")
             lines = head.decode(errors="replace").split("\r\n")
             hdrs = {k.strip().lower(): v.strip() for k, _, v in
