@@ -66,14 +66,14 @@ def pool_lines(pools):
     return harness.pool_lines(pools, {"check": "none"})
 
 
-def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), **opts):
+def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), nofile=None, **opts):
     """Starts lb (teardown registered on the LbTestCase tc) with
-    make_admin_config(...). Returns lb with lb.admin (an Admin client that
-    sends the token, if any, with its POSTs), lb.admin_port and lb.fports
-    ({frontend: port})."""
+    make_admin_config(...), under RLIMIT_NOFILE nofile if given. Returns lb
+    with lb.admin (an Admin client that sends the token, if any, with its
+    POSTs), lb.admin_port and lb.fports ({frontend: port})."""
     text, admin_port, fports = make_admin_config(pools, frontends=frontends,
                                                  token=token, **opts)
-    lb = tc.start_lb(text, allowed_errors=allowed_errors)
+    lb = tc.start_lb(text, allowed_errors=allowed_errors, nofile=nofile)
     lb.admin_port = admin_port
     lb.fports = fports
     lb.admin = Admin(admin_port, token=token)

@@ -26,6 +26,7 @@ import os
 import queue
 import random
 import re
+import resource
 import select
 import shutil
 import signal
@@ -628,6 +629,7 @@ class Lb:
         self.proc = None
         self.killed = False
         self.expect_status = 0          # checked by close()
+        self.nofile = None              # RLIMIT_NOFILE (soft and hard) for lb
         self._closed = False
         _all_lbs.append(self)
         _current_lbs.append(self)
@@ -638,10 +640,15 @@ class Lb:
         return self.proc.pid
 
     def start(self, wait_ready=True, timeout=READY_TIMEOUT):
+        # lb raises its soft limit to the hard one: a test that wants lb to
+        # run out of descriptors sets both.
+        limit = None if self.nofile is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile)))
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
             self.proc = subprocess.Popen(
                 [LB_BIN, "-c", self.config_path], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, cwd=self.dir, start_new_session=True)
+                stdout=out, stderr=err, cwd=self.dir, start_new_session=True,
+                preexec_fn=limit)
         if wait_ready:
             self.wait_ready(timeout)
         return self
@@ -1110,8 +1117,9 @@ class LbTestCase(unittest.TestCase):
         lb.ports = ports
         return lb
 
-    def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True):
+    def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True, nofile=None):
         lb = Lb(config_text, port=port, allowed_errors=allowed_errors)
+        lb.nofile = nofile
         self.addCleanup(lb.close)
         lb.start(wait_ready=wait_ready)
         return lb
