@@ -35,8 +35,8 @@
 /* Embedded events: a connection's bookkeeping is one allocation. */
 #include <event2/event_struct.h>
 #include <event2/http.h>
-/* For req->major, minor and type, in lb_admin_refuse only: libevent 2.1
- * has no accessor for them. */
+/* For req->major, minor, type and flags, in lb_admin_refuse only: libevent
+ * 2.1 has no accessor for them. */
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
@@ -157,9 +157,11 @@ lb_admin_refuse(struct evhttp_request *req, const struct lb_admin_verdict *v)
             req->minor = 1;
         }
         /* After a CONNECT it expects a tunnel and ignores "Connection:
-         * close" (and would read on): answer as to any other method. */
+         * close" (and would read on); for an absolute target it takes a
+         * proxy request and drops the header: answer as to any other. */
         if (req->type == EVHTTP_REQ_CONNECT)
             req->type = EVHTTP_REQ_GET;
+        req->flags &= ~EVHTTP_PROXY_REQUEST;
         evhttp_add_header(h, "Connection", "close");
     }
     lb_admin_error(req, v->status, v->reason, v->error);
