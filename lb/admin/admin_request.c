@@ -50,10 +50,18 @@ static const char *lb_admin_parse(const char *raw, size_t len, struct lb_admin_h
 static void lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
                            struct lb_admin_verdict *v);
 
+/* Header names and host names: any case. */
 static bool
 lb_admin_span_is(struct lb_admin_span s, const char *text)
 {
     return s.len == strlen(text) && strncasecmp(s.p, text, s.len) == 0;
+}
+
+/* Methods (RFC 9110 9.1) and paths: exactly. */
+static bool
+lb_admin_span_eq(struct lb_admin_span s, const char *text)
+{
+    return s.len == strlen(text) && memcmp(s.p, text, s.len) == 0;
 }
 
 static void
@@ -90,7 +98,7 @@ lb_admin_request_check(const struct conf_admin *admin, const char *raw, size_t l
         v->must_close = true;
         return;
     }
-    v->is_head = lb_admin_span_is(h.method, "HEAD");
+    v->is_head = lb_admin_span_eq(h.method, "HEAD");
     lb_admin_route(admin, &h, v);
 }
 
@@ -289,7 +297,7 @@ lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h)
      * body's end is not Content-Length's, the two parsers disagree. */
     if ((uint64_t)(len - pos) != (h->has_content_length ? h->content_length : 0))
         return "the body does not match Content-Length";
-    if (lb_admin_span_is(h->method, "CONNECT"))
+    if (lb_admin_span_eq(h->method, "CONNECT"))
         return "CONNECT is not supported";
     if (h->target.p[0] != '/')
         return "bad request target: use a path such as /stats";
@@ -437,7 +445,7 @@ lb_admin_parse_action(struct lb_admin_span path, struct lb_admin_verdict *v,
         seg[n++] = (struct lb_admin_span){ path.p + start, i - start };
         start = i + 1;
     }
-    if (n != 5 || !lb_admin_span_is(seg[0], "pools") || !lb_admin_span_is(seg[2], "servers"))
+    if (n != 5 || !lb_admin_span_eq(seg[0], "pools") || !lb_admin_span_eq(seg[2], "servers"))
         return false;
     lb_admin_copy_name(v->pool, seg[1]);
     lb_admin_copy_name(v->server, seg[3]);
@@ -460,9 +468,7 @@ lb_admin_route_action(struct lb_admin_span path, struct lb_admin_verdict *v)
         return;
     }
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
-        /* case matters in a path */
-        if (action.len == strlen(actions[i].name) &&
-            memcmp(action.p, actions[i].name, action.len) == 0) {
+        if (lb_admin_span_eq(action, actions[i].name)) {
             v->route = LB_ADMIN_ROUTE_ACTION;
             v->action = actions[i].action;
             return;
@@ -481,8 +487,8 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     };
     struct lb_admin_span path = h->target;
     const char *query = memchr(path.p, '?', path.len);
-    bool is_get = lb_admin_span_is(h->method, "GET") || v->is_head;
-    bool is_post = lb_admin_span_is(h->method, "POST");
+    bool is_get = lb_admin_span_eq(h->method, "GET") || v->is_head;
+    bool is_post = lb_admin_span_eq(h->method, "POST");
 
     if (h->has_host && !lb_admin_host_is_ours(admin, h->host_name)) {
         lb_admin_refuse(v, 403, "forbidden: Host is not this admin port (see [admin] allowed_hosts)");
@@ -495,7 +501,7 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     if (query != NULL)
         path.len = (size_t)(query - path.p);
     for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++) {
-        if (path.len == strlen(gets[i].path) && memcmp(path.p, gets[i].path, path.len) == 0) {
+        if (lb_admin_span_eq(path, gets[i].path)) {
             v->route = gets[i].route;
             if (!is_get) {
                 lb_admin_refuse(v, 405, "method not allowed: use GET");
@@ -504,9 +510,9 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
             return;
         }
     }
-    if (path.len == 7 && memcmp(path.p, "/reload", 7) == 0)
+    if (lb_admin_span_eq(path, "/reload"))
         v->route = LB_ADMIN_ROUTE_RELOAD;
-    else if ((path.len == 6 && memcmp(path.p, "/pools", 6) == 0) ||
+    else if (lb_admin_span_eq(path, "/pools") ||
              (path.len > 6 && memcmp(path.p, "/pools/", 7) == 0))
         lb_admin_route_action(path, v);
     else
@@ -543,10 +549,15 @@ lb_admin_error_page_json(const char *in, size_t len, char *out, size_t outlen)
         !isdigit((unsigned char)in[11]))
         return 0;
     code = (in[9] - '0') * 100 + (in[10] - '0') * 10 + (in[11] - '0');
-    /* The status line ends at its CR: a page without one is not libevent's. */
+    /* The status line, printable and ended by CRLF: a page without one is
+     * not libevent's (found by fuzzing: a NUL in it cut the copy short). */
     eol = memchr(in, '\r', len);
-    if (code < 400 || eol == NULL || eol - in > 64)
+    if (code < 400 || eol == NULL || eol - in > 64 || eol[1] != '\n')
         return 0;
+    for (const char *p = in; p < eol; p++) {
+        if (*p < ' ' || *p > '~')
+            return 0;
+    }
     n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n",
                  code == 413 ? "request body too large" :
                  code == 501 ? "method not implemented" : "bad request");

@@ -201,6 +201,12 @@ test_routes(void)
         { "POST /pools/web/server/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/servers/web1/Drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
           "bad action: use disable, drain or enable", false },
+        /* methods are case-sensitive (RFC 9110 9.1): found by fuzzing */
+        { "PoST /reload HTTP/1.1\r\n" H "\r\n", 0, 405, 0, "method not allowed: use POST", false },
+        { "get /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
+        { "head /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
+        { "connect /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
+        { "GET /pools/web/SERVERS/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         /* a malformed path is 400 before the method is looked at */
         { "GET /pools/x HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
     };
@@ -452,6 +458,14 @@ test_error_page(void)
     CHECK_EQ_INT(lb_admin_error_page_json(in, n, out, sizeof(out)), 0);
     memcpy(in, "HTTP/1.1 4x0", 12);
     n = libevent_page(in + 12, sizeof(in) - 12, 400, "Bad Request", 0) + 12;
+    CHECK_EQ_INT(lb_admin_error_page_json(in, n, out, sizeof(out)), 0);
+    /* a status line that is not libevent's: a NUL or a bare CR in it
+     * (found by fuzzing) */
+    n = libevent_page(in, sizeof(in), 400, "Bad Request", 0);
+    in[14] = '\0';
+    CHECK_EQ_INT(lb_admin_error_page_json(in, n, out, sizeof(out)), 0);
+    n = libevent_page(in, sizeof(in), 400, "Bad Request", 0);
+    in[14] = '\r';
     CHECK_EQ_INT(lb_admin_error_page_json(in, n, out, sizeof(out)), 0);
     /* out too small: nothing written that does not fit */
     n = libevent_page(in, sizeof(in), 400, "Bad Request", 0);
