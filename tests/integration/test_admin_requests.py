@@ -114,12 +114,14 @@ class AdminRequestsTest(LbTestCase):
             self.assertIn(b'"error":"unsupported HTTP version', raw, version)
             self.assertIn(how, ("eof", "reset"), f"{version}: left open")
         self.assertUp("odd versions")
-        # 1.0 and 1.1 are served as before
+        # 1.0 and 1.1 are served as before, with a Content-Length even
+        # where libevent would frame the answer by the close (1.0)
         for version in ("HTTP/1.0", "HTTP/1.1"):
             raw, how = raw_exchange(self.lb.admin_port, (
                 f"GET /healthz {version}\r\n{self.host}Connection: close\r\n\r\n").encode(),
                 timeout=WAIT)
             self.assertTrue(raw.startswith(f"{version} 200 ".encode()), f"{version}: {raw!r}")
+            self.assertEqual(answers(raw)[0][2], b"ok\n", version)
 
     def test_connect_is_refused_and_closed(self):
         # Before: 400 with a body but no Content-Length, and the connection
