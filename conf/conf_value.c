@@ -319,23 +319,38 @@ conf_expect_item(const char *s, size_t n, struct conf_expect *out,
     return 0;
 }
 
+/* The next item of a comma-separated list at *p, without the blanks
+ * around it: sets *item, returns its length (0: an empty item), moves *p
+ * past the item's comma and tells in *more whether there was one. */
+static size_t
+conf_list_next(const char **p, const char **item, bool *more)
+{
+    const char *comma = strchr(*p, ',');
+    const char *start = *p, *end = comma ? comma : *p + strlen(*p);
+
+    while (start < end && conf_is_blank(*start))
+        start++;
+    while (end > start && conf_is_blank(end[-1]))
+        end--;
+    *item = start;
+    *more = comma != NULL;
+    *p = comma ? comma + 1 : end;
+    return (size_t)(end - start);
+}
+
 int
 conf_parse_expect(const char *s, struct conf_expect *out, char *err,
                   size_t errlen)
 {
     struct conf_expect e;
-    const char *p = s;
+    const char *p = s, *item;
+    bool more = true;
 
     memset(&e, 0, sizeof(e));
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
+    while (more) {
+        size_t n = conf_list_next(&p, &item, &more);
 
-        while (p < end && conf_is_blank(*p))
-            p++;
-        while (end > p && conf_is_blank(end[-1]))
-            end--;
-        if (p == end) {
+        if (n == 0) {
             snprintf(err, errlen,
                      *s == '\0' ? "empty value (expected status codes or "
                                   "ranges, e.g. 200,204,300-399)"
@@ -344,11 +359,8 @@ conf_parse_expect(const char *s, struct conf_expect *out, char *err,
                                   "200,204,300-399)", s);
             return -1;
         }
-        if (conf_expect_item(p, (size_t)(end - p), &e, err, errlen) != 0)
+        if (conf_expect_item(item, n, &e, err, errlen) != 0)
             return -1;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     *out = e;
     return 0;
@@ -399,34 +411,28 @@ conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
                  size_t errlen)
 {
     struct conf_hosts h;
-    const char *p = s;
+    const char *p = s, *item;
+    bool more = true;
 
     memset(&h, 0, sizeof(h));
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma ? comma : p + strlen(p);
-        size_t n;
+    while (more) {
+        size_t n = conf_list_next(&p, &item, &more);
 
-        while (p < end && conf_is_blank(*p))
-            p++;
-        while (end > p && conf_is_blank(end[-1]))
-            end--;
-        n = (size_t)(end - p);
-        if (n == 0 && comma == NULL && h.n == 0)
+        if (n == 0 && !more && h.n == 0)
             break;                      /* blank: no extra host, the default */
         if (n == 0) {
             snprintf(err, errlen, "\"%s\" has an empty item (expected host "
                      "names or IP addresses, e.g. lb.example.com, 10.0.0.5)", s);
             return -1;
         }
-        if (!conf_host_ip_is_valid(p, n) && !conf_host_name_is_valid(p, n)) {
-            if (p[0] != '[' && memchr(p, ':', n) != NULL)
+        if (!conf_host_ip_is_valid(item, n) && !conf_host_name_is_valid(item, n)) {
+            if (item[0] != '[' && memchr(item, ':', n) != NULL)
                 snprintf(err, errlen, "\"%.*s\": write the name without a port "
-                         "(any port is accepted)", (int)n, p);
+                         "(any port is accepted)", (int)n, item);
             else
                 snprintf(err, errlen, "\"%.*s\" is not a host name or IP "
                          "address (letters, digits, - _ and . ; IPv6 in "
-                         "brackets; no wildcard)", (int)n, p);
+                         "brackets; no wildcard)", (int)n, item);
             return -1;
         }
         if (h.n == CONF_HOSTS_MAX) {
@@ -434,11 +440,8 @@ conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
             return -1;
         }
         for (size_t i = 0; i < n; i++)
-            h.names[h.n][i] = (char)tolower((unsigned char)p[i]);
+            h.names[h.n][i] = (char)tolower((unsigned char)item[i]);
         h.n++;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
     }
     *out = h;
     return 0;
