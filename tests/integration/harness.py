@@ -310,6 +310,20 @@ class Backend:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+def recv_head(conn, limit=65536):
+    """Reads from conn until the end of an HTTP head (an empty line);
+    returns what was read, or None when the peer closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > limit:
+            raise AssertionError(f"recv_head: no end of head in {limit} bytes")
+        d = conn.recv(65536)
+        if not d:
+            return None
+        data += d
+    return data
+
+
 def read_line(conn, limit=65536):
     """Reads up to and including b"\\n" (or EOF); returns the bytes."""
     buf = b""

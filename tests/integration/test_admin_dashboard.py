@@ -38,12 +38,8 @@ HOSTILE_REASON = "<img src=x onerror=alert(1)><b id=xss>!</b>"
 
 def hostile_handler(backend, conn):
     """Answers a health check with HOSTILE_REASON as the reason phrase."""
-    head = b""
-    while b"\r\n\r\n" not in head:
-        d = conn.recv(4096)
-        if not d:
-            return
-        head += d
+    if harness.recv_head(conn) is None:
+        return
     conn.sendall(f"HTTP/1.1 503 {HOSTILE_REASON}\r\nContent-Length: 0\r\n"
                  "Connection: close\r\n\r\n".encode())
 

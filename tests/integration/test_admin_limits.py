@@ -38,6 +38,33 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def healthz_on(s, host):
+    """GET /healthz on the kept-alive connection s; returns the answer's
+    status line (b"" when lb closed first)."""
+    s.sendall(b"GET /healthz HTTP/1.1\r\n" + host + b"\r\n")
+    data = b""
+    while b"ok\n" not in data:
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    return data.split(b"\r\n", 1)[0]
+
+
+def trickle_until_closed(s, limit):
+    """Sends a byte every 2 s on s until lb closes it or limit seconds pass;
+    returns the seconds it took lb, or None (still open)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if harness.is_readable(s, timeout=2.0) and peer_closed(s):
+            return time.monotonic() - t0
+        try:
+            s.sendall(b"a")
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - t0
+    return None
+
+
 class AdminLimitsTest(LbTestCase):
 
     def test_request_deadline(self):
@@ -48,19 +75,9 @@ class AdminLimitsTest(LbTestCase):
         def slowloris():
             # One byte every 2 s, never the end of the head.
             s = socket.create_connection((HOST, lb.admin_port), timeout=30)
-            t0 = time.monotonic()
             try:
                 s.sendall(b"GET /stats HTTP/1.1\r\n" + host + b"X-Slow: ")
-                while time.monotonic() - t0 < DEADLINE + SLACK + 3:
-                    if harness.is_readable(s, timeout=2.0) and peer_closed(s):
-                        results["slowloris"] = time.monotonic() - t0
-                        return
-                    try:
-                        s.sendall(b"a")
-                    except (BrokenPipeError, ConnectionResetError):
-                        results["slowloris"] = time.monotonic() - t0
-                        return
-                results["slowloris"] = None             # still open
+                results["slowloris"] = trickle_until_closed(s, DEADLINE + SLACK + 3)
             finally:
                 s.close()
 
@@ -89,14 +106,7 @@ class AdminLimitsTest(LbTestCase):
                 t0 = time.monotonic()
                 for at in (0.0, 6.0, 12.0):
                     time.sleep(max(0.0, t0 + at - time.monotonic()))
-                    s.sendall(b"GET /healthz HTTP/1.1\r\n" + host + b"\r\n")
-                    data = b""
-                    while b"ok\n" not in data:
-                        d = s.recv(4096)
-                        if not d:
-                            break
-                        data += d
-                    got.append(data.split(b"\r\n", 1)[0])
+                    got.append(healthz_on(s, host))
                 last = time.monotonic()
                 raw, how = harness.recv_until_eof(s, timeout=DEADLINE + SLACK + 3)
                 results["kept"] = (got, how, time.monotonic() - last)
@@ -108,25 +118,9 @@ class AdminLimitsTest(LbTestCase):
             # starts again at the answer.
             s = socket.create_connection((HOST, lb.admin_port), timeout=30)
             try:
-                s.sendall(b"GET /healthz HTTP/1.1\r\n" + host + b"\r\n")
-                data = b""
-                while b"ok\n" not in data:
-                    d = s.recv(4096)
-                    if not d:
-                        break
-                    data += d
-                t0 = time.monotonic()
+                results["answered"] = healthz_on(s, host)
                 s.sendall(b"GET /stats HTTP/1.1\r\n" + host + b"X-Slow: ")
-                results["after_answer"] = None          # still open
-                while time.monotonic() - t0 < DEADLINE + SLACK + 3:
-                    if harness.is_readable(s, timeout=2.0) and peer_closed(s):
-                        results["after_answer"] = time.monotonic() - t0
-                        return
-                    try:
-                        s.sendall(b"a")
-                    except (BrokenPipeError, ConnectionResetError):
-                        results["after_answer"] = time.monotonic() - t0
-                        return
+                results["after_answer"] = trickle_until_closed(s, DEADLINE + SLACK + 3)
             finally:
                 s.close()
 
@@ -145,6 +139,7 @@ class AdminLimitsTest(LbTestCase):
         self.assertGreaterEqual(took, DEADLINE - harness.TIMER_TICK - 0.001,
                                 "closed before the deadline")
         self.assertLess(took, DEADLINE + SLACK, "closed too long after the deadline")
+        self.assertEqual(results.get("answered"), b"HTTP/1.1 200 OK")
         took = results.get("after_answer")
         self.assertIsNotNone(took, "a byte every 2 s after an answer kept the connection open")
         self.assertGreaterEqual(took, DEADLINE - harness.TIMER_TICK - 0.001)

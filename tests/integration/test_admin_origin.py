@@ -150,12 +150,8 @@ def page_backend(html):
 
     def handler(backend, conn):
         conn.settimeout(IO_TIMEOUT)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            d = conn.recv(65536)
-            if not d:
-                return
-            data += d
+        if harness.recv_head(conn) is None:
+            return
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     return handler
