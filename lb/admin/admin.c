@@ -35,8 +35,8 @@
 /* Embedded events: a connection's bookkeeping is one allocation. */
 #include <event2/event_struct.h>
 #include <event2/http.h>
-/* For req->major, minor, type and flags, in lb_admin_refuse only: libevent
- * 2.1 has no accessor for them. */
+/* For req->major, minor, type and flags, in lb_admin_send_refusal only:
+ * libevent 2.1 has no accessor for them. */
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
@@ -102,6 +102,7 @@ struct lb_admin {
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
 
 static void lb_admin_conn_arm(struct lb_admin_conn *c, uint64_t now);
+static void lb_admin_conn_adopt(struct lb_admin_conn *c);
 
 /* ------------------------------------------------------------- answers */
 
@@ -140,7 +141,7 @@ lb_admin_error(struct evhttp_request *req, int code, const char *reason,
 }
 
 static void
-lb_admin_refuse(struct evhttp_request *req, const struct lb_admin_verdict *v)
+lb_admin_send_refusal(struct evhttp_request *req, const struct lb_admin_verdict *v)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 
@@ -320,10 +321,14 @@ lb_admin_check(struct lb_admin *a, struct lb_admin_conn *c, struct evhttp_reques
 {
     uint64_t end = c->received - evbuffer_get_length(bufferevent_get_input(c->bev));
     size_t len = (size_t)(end - c->handed);
+    const char *raw = NULL;
     struct lb_gen *gen;
 
-    if (c->is_overflow || len == 0 || len > evbuffer_get_length(c->kept)) {
-        /* cannot happen within evhttp's limits: refuse rather than guess */
+    if (!c->is_overflow && len > 0 && len <= evbuffer_get_length(c->kept))
+        raw = (const char *)evbuffer_pullup(c->kept, (ssize_t)len);
+    if (raw == NULL) {
+        /* more than evhttp's limits let through, or out of memory: refuse
+         * rather than guess */
         memset(v, 0, sizeof(*v));
         v->status = 400;
         v->reason = "Bad Request";
@@ -337,8 +342,7 @@ lb_admin_check(struct lb_admin *a, struct lb_admin_conn *c, struct evhttp_reques
     gen = a->d->gen;
     lb_gen_ref(gen);
     pthread_mutex_unlock(&a->d->state_lock);
-    lb_admin_request_check(&gen->conf->admin, (const char *)evbuffer_pullup(c->kept, (ssize_t)len),
-                           len, v);
+    lb_admin_request_check(&gen->conf->admin, raw, len, v);
     lb_gen_unref(gen);
     evbuffer_drain(c->kept, len);
     c->handed = end;
@@ -378,13 +382,19 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         lb_admin_error(req, HTTP_SERVUNAVAIL, "Service Unavailable", "out of memory");
         return;
     }
+    /* Adopted at accept, before any byte is read; should evhttp ever call
+     * sooner, adopt it now (the close callback is needed). */
+    if (c->evcon == NULL) {
+        c->is_refused = false;
+        lb_admin_conn_adopt(c);
+    }
     c->waiting_since_ms = 0;            /* no deadline while answering */
     event_del(&c->timer);
     lb_admin_check(a, c, req, &v);
     evhttp_request_set_on_complete_cb(req, lb_admin_on_complete, c);
     switch (v.route) {
     case LB_ADMIN_ROUTE_REFUSED:
-        lb_admin_refuse(req, &v);
+        lb_admin_send_refusal(req, &v);
         break;
     case LB_ADMIN_ROUTE_ACTION:
         lb_admin_action(a, req, &v);
@@ -512,9 +522,15 @@ static void
 lb_admin_conn_adopt(struct lb_admin_conn *c)
 {
     struct bufferevent *bev = c->bev;
+    struct lb_admin *a = c->a;
     bufferevent_event_cb eventcb = NULL;
     void *evcon = NULL;
 
+    /* Accept on: the descriptor of the connection this one replaced
+     * (make_room) is closed in this same loop pass, before the listener
+     * is polled again. */
+    if (c->is_resume_on_adopt && !a->is_full && a->listener != NULL)
+        evconnlistener_enable(a->listener);
     bufferevent_getcb(bev, NULL, NULL, &eventcb, &evcon);
     if (eventcb == NULL || evcon == NULL) {
         lb_admin_conn_free(c);
@@ -528,8 +544,6 @@ lb_admin_conn_adopt(struct lb_admin_conn *c)
         evhttp_connection_free(c->evcon);
         return;
     }
-    if (c->is_resume_on_adopt && !c->a->is_full && c->a->listener != NULL)
-        evconnlistener_enable(c->a->listener);
     /* what is left of the deadline that started at accept */
     {
         uint64_t now = lb_mono_ms(), passed = now - c->waiting_since_ms;
