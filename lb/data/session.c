@@ -624,6 +624,14 @@ lb_half_error_reason(const struct lb_half *h, bool on_src)
     return client ? "client error" : "server error";
 }
 
+/* Reads and writes on until the source runs dry, the destination is full
+ * or the budget is spent: a bulk stream then costs one wake-up per
+ * LB_RELAY_BUDGET buffers instead of one per buffer, and the budget keeps
+ * one busy connection from starving the worker's others. A read shorter
+ * than the buffer means the socket was drained: back to the loop without
+ * the recv that would only say EAGAIN. */
+#define LB_RELAY_BUDGET 8
+
 static void
 lb_session_on_read(evutil_socket_t fd, short what, void *arg)
 {
@@ -635,41 +643,48 @@ lb_session_on_read(evutil_socket_t fd, short what, void *arg)
         lb_session_finish(s, "out of memory");
         return;
     }
-    n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
-    if (n == 0) {
-        lb_half_shut(h);
-        return;
-    }
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            lb_half_release(h);
+    for (int round = 0;; round++) {
+        n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
+        if (n == 0) {
+            lb_half_shut(h);
             return;
         }
-        lb_session_finish(s, lb_half_error_reason(h, true));
-        return;
-    }
-    s->last_active_ms = lb_session_now_ms(s);
-    lb_half_count(h, (size_t)n);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                lb_half_release(h);
+                return;
+            }
+            lb_session_finish(s, lb_half_error_reason(h, true));
+            return;
+        }
+        if (round == 0)
+            s->last_active_ms = lb_session_now_ms(s);
+        lb_half_count(h, (size_t)n);
 
-    /* Write at once: in the common case everything goes and the buffer is
-     * back on the free list before the next event. */
-    w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
-    if (w == n) {
-        lb_half_release(h);
+        /* Write at once: in the common case everything goes and the buffer
+         * is back on the free list before the next event. */
+        w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
+        if (w == n) {
+            if (n < LB_BUF_SIZE || round + 1 == LB_RELAY_BUDGET) {
+                lb_half_release(h);
+                return;
+            }
+            continue;
+        }
+        if (w < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                lb_session_finish(s, lb_half_error_reason(h, false));
+                return;
+            }
+            w = 0;
+        }
+        h->off = (uint32_t)w;
+        h->len = (uint32_t)(n - w);
+        event_del(h->src_ev);
+        if (event_add(h->dst_ev, NULL) == -1)
+            lb_session_finish(s, "event_add failed");
         return;
     }
-    if (w < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            lb_session_finish(s, lb_half_error_reason(h, false));
-            return;
-        }
-        w = 0;
-    }
-    h->off = (uint32_t)w;
-    h->len = (uint32_t)(n - w);
-    event_del(h->src_ev);
-    if (event_add(h->dst_ev, NULL) == -1)
-        lb_session_finish(s, "event_add failed");
 }
 
 static void
