@@ -152,7 +152,7 @@ struct lb_buf {
  * picks a server and connects. Takes ownership of fd; on failure closes it
  * and releases the connection slot. Worker thread. */
 void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
-                      const struct sockaddr *client, socklen_t client_len);
+                      const struct sockaddr *client);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on
  * the way closes when it arrives. Worker thread. */

@@ -84,7 +84,6 @@ struct lb_session {
     uint64_t started_ms;
     uint64_t last_active_ms;
     char client_text[64];
-    struct sockaddr_storage client;
     uint64_t client_hash;
     uint32_t ntried;
     uint32_t nagain;                /* attempts on a server tried before */
@@ -158,7 +157,7 @@ lb_session_client_hash(const struct sockaddr *sa)
 
 void
 lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
-                 const struct sockaddr *client, socklen_t client_len)
+                 const struct sockaddr *client)
 {
     struct lb_pool *pool = fe->pool;
     uint32_t attempts = pool->conf->retries + 1;
@@ -178,7 +177,6 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     s->pool = pool;
     s->cfd = fd;
     s->sfd = -1;
-    memcpy(&s->client, client, client_len);
     lb_net_addr_text(client, s->client_text, sizeof(s->client_text));
     if (pool->bal->algo == BAL_ALGO_SOURCE)
         s->client_hash = lb_session_client_hash(client);

@@ -461,7 +461,7 @@ lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
             event_add(w->retry_accept_ev, &tv);
             return;
         }
-        lb_session_start(w, l->fe, cfd, (struct sockaddr *)&ss, len);
+        lb_session_start(w, l->fe, cfd, (struct sockaddr *)&ss);
     }
 }
 
