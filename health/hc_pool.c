@@ -476,9 +476,7 @@ hc_sched_next(uint64_t planned, uint64_t now, uint64_t interval, uint64_t seq,
 static void
 hc_target_arm(struct hc_target *tg, uint64_t now)
 {
-    uint64_t delay = tg->planned_ms > now ? tg->planned_ms - now : 0;
-    struct timeval tv = { .tv_sec = (time_t)(delay / 1000),
-                          .tv_usec = (suseconds_t)(delay % 1000) * 1000 };
+    struct timeval tv = lb_tv_ms(tg->planned_ms > now ? tg->planned_ms - now : 0);
 
     evtimer_add(tg->timer, &tv);
 }

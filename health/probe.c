@@ -27,6 +27,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include "core.h"
 #include "hc_int.h"
 
 /* The longest status line read, its line end included: longer is
@@ -193,8 +194,7 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
     tg->probe = p;
     event_assign(&p->io, base, -1, 0, hc_probe_on_io, p);
     evtimer_assign(&p->timeout, base, hc_probe_on_timeout, p);
-    tv.tv_sec = (time_t)(sp->timeout_ms / 1000);
-    tv.tv_usec = (suseconds_t)(sp->timeout_ms % 1000) * 1000;
+    tv = lb_tv_ms(sp->timeout_ms);
     if (evtimer_add(&p->timeout, &tv) == -1) {
         hc_probe_done(p, false, "internal error: event_add failed");
         return;

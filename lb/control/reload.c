@@ -214,8 +214,7 @@ lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
     int rc = lb_reload_commit(d, err, sizeof(err), run, &retry_ms);
 
     if (rc == 1 && lb_mono_ms() - run->started_ms + retry_ms <= LB_RELOAD_QUIET_MAX_MS) {
-        struct timeval tv = { .tv_sec = (time_t)(retry_ms / 1000),
-                              .tv_usec = (suseconds_t)(retry_ms % 1000) * 1000 };
+        struct timeval tv = lb_tv_ms(retry_ms);
 
         d->reload_run = run;            /* a request meanwhile comes after */
         event_add(d->settle_ev, &tv);
@@ -288,8 +287,7 @@ static void
 lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run)
 {
     uint64_t ms = lb_reload_warm_bound_ms(d->gen);
-    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
-                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = lb_tv_ms(ms);
 
     lb_log(CONF_LOG_INFO, "reload_warming",
            "generation=%llu held=%zu added=%zu max_ms=%llu",

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "conf.h"
 
@@ -24,6 +25,15 @@ struct event_base;
  * Any thread. */
 uint64_t lb_mono_ms(void);
 double lb_wall_now(void);
+
+/* ms as the struct timeval libevent's timers take. */
+static inline struct timeval
+lb_tv_ms(uint64_t ms)
+{
+    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
 
 /* Process-wide: the one piece of global mutable state besides shutdown. */
 void lb_log_set_level(enum conf_log_level level);

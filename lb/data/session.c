@@ -126,14 +126,6 @@ lb_session_now_ms(struct lb_session *s)
     return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
-static struct timeval
-lb_session_tv(uint64_t ms)
-{
-    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
-                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-    return tv;
-}
-
 static void
 lb_session_nodelay(int fd)
 {
@@ -261,7 +253,7 @@ static void
 lb_session_relay_start(struct lb_session *s)
 {
     struct event_base *base = s->w->base;
-    struct timeval idle = lb_session_tv(s->pool->conf->idle_timeout_ms);
+    struct timeval idle = lb_tv_ms(s->pool->conf->idle_timeout_ms);
 
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
@@ -308,7 +300,7 @@ lb_session_pick(struct lb_session *s, bool *is_again)
     if (idx >= 0 && *is_again && !s->is_paused) {
         /* A server this client already tried: wait a little first, without
          * holding its slot, so the retries of a burst spread out. */
-        struct timeval tv = lb_session_tv(bal_retry_pause_ms(c, s->nagain + 1));
+        struct timeval tv = lb_tv_ms(bal_retry_pause_ms(c, s->nagain + 1));
 
         lb_queue_release_slot(s->pool, (size_t)idx);
         s->is_paused = true;
@@ -354,7 +346,7 @@ lb_session_try(struct lb_session *s, int idx)
         return true;
     }
     if (errno == EINPROGRESS) {
-        tv = lb_session_tv(pc->connect_timeout_ms);
+        tv = lb_tv_ms(pc->connect_timeout_ms);
         event_assign(&s->s_write, s->w->base, fd, EV_WRITE, lb_session_on_connect, s);
         if (event_add(&s->s_write, NULL) != 0 || event_add(&s->timer, &tv) != 0)
             lb_session_finish(s, "event_add failed");
@@ -373,7 +365,7 @@ static void
 lb_session_queue(struct lb_session *s)
 {
     const struct conf_pool *pc = s->pool->conf;
-    struct timeval tv = lb_session_tv(pc->queue_timeout_ms);
+    struct timeval tv = lb_tv_ms(pc->queue_timeout_ms);
 
     s->wait = (struct lb_waiter){ .w = s->w, .pool = s->pool, .since_ms = lb_mono_ms(),
                                   .granted = -1 };
@@ -513,7 +505,7 @@ lb_session_syn_grace(struct lb_session *s)
     if (rto0_ms == 0 || wait_ms > LB_SYN_GRACE_MS)
         return false;
     s->is_syn_grace = true;
-    tv = lb_session_tv((uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS);
+    tv = lb_tv_ms((uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS);
     return event_add(&s->timer, &tv) == 0;
 }
 
@@ -566,7 +558,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_session_finish(s, "idle timeout");
         return;
     }
-    tv = lb_session_tv(idle - quiet);
+    tv = lb_tv_ms(idle - quiet);
     if (event_add(&s->timer, &tv) == -1)
         lb_session_finish(s, "event_add failed");
 }

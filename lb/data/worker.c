@@ -505,9 +505,8 @@ lb_worker_drain_scan(struct lb_worker *w)
     }
     event_del(w->drain_ev);
     if (next != 0) {
-        uint64_t ms = next - now;
-        struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
-                              .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+        struct timeval tv = lb_tv_ms(next - now);
+
         event_add(w->drain_ev, &tv);
     }
 }
