@@ -230,6 +230,10 @@ struct bal_member {
     uint64_t drain_ms;
 };
 
+/* A server a reload added that waits for its first probe and is under
+ * health control (no operator action): while a pool has one, it warms. */
+bool bal_is_warming(enum bal_health_state health, enum bal_admin admin);
+
 /* The floor: min_servers as a count, or a percent of nservers rounded up;
  * never more than nservers. */
 uint32_t bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers);

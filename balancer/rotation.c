@@ -116,11 +116,10 @@ bal_guard_hold(struct bal_member *m, size_t n, size_t need)
     }
 }
 
-/* A server a reload added whose first probe is not back. */
-static bool
-bal_member_is_warming(const struct bal_member *m)
+bool
+bal_is_warming(enum bal_health_state health, enum bal_admin admin)
 {
-    return !m->is_removed && m->admin == BAL_ADMIN_NONE && m->health == BAL_HEALTH_PENDING;
+    return health == BAL_HEALTH_PENDING && admin == BAL_ADMIN_NONE;
 }
 
 static enum bal_why
@@ -149,7 +148,7 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
     bool is_warming = false;
 
     for (size_t i = 0; i < n && !is_warming; i++)
-        is_warming = bal_member_is_warming(&m[i]);
+        is_warming = !m[i].is_removed && bal_is_warming(m[i].health, m[i].admin);
     for (size_t i = 0; i < n; i++) {
         m[i].in_rotation = bal_member_is_eligible(&m[i]) && bal_member_is_healthy(&m[i]);
         m[i].is_guarded = false;

@@ -266,7 +266,7 @@ lb_gen_is_warming(const struct lb_gen *g)
     for (size_t i = 0; i < g->nservers; i++) {
         const struct lb_backend *b = g->servers[i]->b;
 
-        if (b->health.state == BAL_HEALTH_PENDING && b->admin == BAL_ADMIN_NONE)
+        if (bal_is_warming(b->health.state, b->admin))
             return true;
     }
     return false;
