@@ -72,6 +72,11 @@ struct lb_worker {
     size_t nsessions;
     struct lb_buf *free_bufs;           /* relay buffers kept for reuse */
     size_t nfree_bufs;
+    int io_fd;                          /* epoll set of the sessions' sockets */
+    struct event *io_ev;                /* io_fd readable: lb_session_dispatch */
+    struct lb_session *again;           /* sessions with reads left (budget) */
+    struct lb_session *dead;            /* ended during the dispatch */
+    bool is_dispatching;
     bool is_stopping;
     bool is_accept_paused_emfile;
 };
@@ -153,6 +158,10 @@ struct lb_buf {
  * and releases the connection slot. Worker thread. */
 void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client);
+
+/* The worker's io_ev callback: runs the events of the sessions' sockets.
+ * Worker thread. */
+void lb_session_dispatch(int fd, short what, void *arg);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on
  * the way closes when it arrives. Worker thread. */

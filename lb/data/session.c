@@ -20,6 +20,20 @@
  * socket buffers and TCP's window. EOF on one side is passed on with
  * shutdown(SHUT_WR) while the other direction goes on (half-close).
  *
+ * Socket events: a session's two sockets are not libevent events but
+ * members of the worker's own epoll set (io_fd), edge-triggered for reading
+ * and writing, added once and left by close(2) alone; libevent watches that
+ * set as one descriptor (lb_session_dispatch). Switching read and write
+ * interest through libevent cost 6 epoll_ctl a connection and an event
+ * structure per direction; this costs 2 and none, and the raw epoll flags
+ * tell a reset or a FIN (EPOLLHUP, EPOLLRDHUP) that libevent folds into
+ * "readable". Edge-triggered means a readiness not acted on is not reported
+ * again: a half blocked on its destination reads its source once it has
+ * flushed, a read that stops at the budget is put on the worker's "again"
+ * list, and a read shorter than the buffer has emptied the socket unless the
+ * peer's FIN or a reset was reported (more would then be an EOF or an error,
+ * with no new edge).
+ *
  * Everything here runs on the worker thread that accepted the connection.
  * lb_session_finish frees the session: every caller returns right after it.
  */
@@ -31,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,14 +73,21 @@ static const char *const lb_session_state_names[] = {
 struct lb_half {
     struct lb_session *s;
     int src_fd, dst_fd;
-    struct event *src_ev;           /* read on src */
-    struct event *dst_ev;           /* write on dst */
     struct lb_buf *buf;             /* held only while bytes are pending */
     uint32_t off, len;              /* pending bytes: buf->data[off..off+len) */
     bool is_upstream;               /* client -> server */
     bool is_shut;                   /* src's EOF passed on to dst */
+    bool is_src_ending;             /* src reported a FIN or a reset: read
+                                       until it says so */
     uint64_t bytes;
 };
+
+/* Which of a session's sockets an epoll event is for: the low bit of its
+ * data pointer (sessions are malloc'ed, so aligned). */
+#define LB_IO_SERVER ((uintptr_t)1)
+#define LB_IO_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+#define LB_IO_ENDING (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
+#define LB_IO_BATCH 64
 
 /* Allocated in one block at accept (with the tried[] list) and freed in one
  * place, lb_session_finish. Owned by its worker thread. */
@@ -78,7 +100,7 @@ struct lb_session {
     struct lb_server *server;       /* picked and counted, or NULL */
     enum lb_session_state state;
     int cfd, sfd;
-    struct event c_read, c_write, s_read, s_write, timer;
+    struct event timer;
     struct lb_half up;              /* client -> server */
     struct lb_half down;            /* server -> client */
     uint64_t started_ms;
@@ -94,6 +116,9 @@ struct lb_session {
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
                                        way: closes when it arrives */
+    struct lb_session *again_next;  /* the worker's again list */
+    uint8_t again;                  /* halves to read on: LB_AGAIN_* */
+    bool is_done;                   /* finished; freed after the dispatch */
     uint32_t tried[];               /* pool retries + 1 */
 };
 
@@ -105,16 +130,19 @@ static struct lb_log_limit lb_connect_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_
 static struct lb_log_limit lb_session_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 
+#define LB_AGAIN_UP 1
+#define LB_AGAIN_DOWN 2
+
 /* lb_session_pick: the session waits before its next attempt. */
 #define LB_PICK_PAUSED (-100)
 
 static void lb_session_connect(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
-static void lb_session_on_connect(evutil_socket_t fd, short what, void *arg);
+static void lb_session_on_connect(struct lb_session *s, uint32_t events);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
-static void lb_session_on_read(evutil_socket_t fd, short what, void *arg);
-static void lb_session_on_write(evutil_socket_t fd, short what, void *arg);
+static void lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events);
 static void lb_session_finish(struct lb_session *s, const char *reason);
+static void lb_session_read_again(struct lb_session *s, uint8_t half);
 
 static uint64_t
 lb_session_now_ms(struct lb_session *s)
@@ -175,12 +203,8 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     s->started_ms = s->last_active_ms = lb_session_now_ms(s);
     /* No TCP_NODELAY here: Linux copies it from the listening socket. */
 
-    /* Every event is assigned once here, so finish can event_del them all
-     * whatever state the session reached. */
-    event_assign(&s->c_read, w->base, fd, EV_READ | EV_PERSIST, lb_session_on_read, &s->up);
-    event_assign(&s->c_write, w->base, fd, EV_WRITE | EV_PERSIST, lb_session_on_write, &s->down);
-    event_assign(&s->s_read, w->base, -1, EV_READ | EV_PERSIST, lb_session_on_read, &s->down);
-    event_assign(&s->s_write, w->base, -1, EV_WRITE, lb_session_on_connect, s);
+    /* Assigned once here, so finish can event_del it whatever state the
+     * session reached. */
     event_assign(&s->timer, w->base, -1, 0, lb_session_on_timer, s);
 
     s->next = w->sessions;
@@ -241,18 +265,28 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     lb_session_observe_failure(s, srv);
-    event_del(&s->s_write);
     event_del(&s->timer);
-    close(s->sfd);                      /* before the slot goes back */
+    close(s->sfd);                      /* before the slot goes back; leaves io_fd */
     s->sfd = -1;
     lb_queue_release_slot(s->pool, srv->index);
     s->server = NULL;
 }
 
-static void
-lb_session_relay_start(struct lb_session *s)
+/* Puts one of the session's sockets into the worker's epoll set. */
+static int
+lb_session_watch(struct lb_session *s, int fd, uintptr_t side)
 {
-    struct event_base *base = s->w->base;
+    struct epoll_event ev = { .events = LB_IO_EVENTS,
+                              .data.ptr = (void *)((uintptr_t)s | side) };
+
+    return epoll_ctl(s->w->io_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* The server socket is connected (and watched): relay. events is what it
+ * reported, acted on now since it will not be reported again. */
+static void
+lb_session_relay_start(struct lb_session *s, uint32_t events)
+{
     struct timeval idle = lb_tv_ms(s->pool->conf->idle_timeout_ms);
 
     s->state = LB_SESSION_RELAYING;
@@ -264,17 +298,17 @@ lb_session_relay_start(struct lb_session *s)
         atomic_store_explicit(&s->server->b->live_failures, 0, memory_order_relaxed);
 
     s->up = (struct lb_half){ .s = s, .src_fd = s->cfd, .dst_fd = s->sfd,
-                              .src_ev = &s->c_read, .dst_ev = &s->s_write,
                               .is_upstream = true };
-    s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
-                                .src_ev = &s->s_read, .dst_ev = &s->c_write };
-    event_assign(&s->s_read, base, s->sfd, EV_READ | EV_PERSIST, lb_session_on_read, &s->down);
-    event_assign(&s->s_write, base, s->sfd, EV_WRITE | EV_PERSIST, lb_session_on_write, &s->up);
+    s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd };
     s->last_active_ms = lb_session_now_ms(s);
-    if (event_add(&s->c_read, NULL) == -1 || event_add(&s->s_read, NULL) == -1 ||
-        event_add(&s->timer, &idle) == -1) {
+    /* Adding the client reports what is pending on it already (the request
+     * that came with the connection). */
+    if (lb_session_watch(s, s->cfd, 0) == -1 || event_add(&s->timer, &idle) == -1) {
         lb_session_finish(s, "event_add failed");
+        return;
     }
+    if (events & (EPOLLIN | LB_IO_ENDING))
+        lb_session_on_io(s, true, events & ~(uint32_t)EPOLLOUT);   /* the server spoke first */
 }
 
 /* Picks a server with the worker's cursor of the session's pool and takes
@@ -342,14 +376,18 @@ lb_session_try(struct lb_session *s, int idx)
     s->is_syn_grace = false;
     lb_session_nodelay(fd);
     if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
-        lb_session_relay_start(s);
+        if (lb_session_watch(s, fd, LB_IO_SERVER) == -1)
+            lb_session_finish(s, "epoll_ctl failed");
+        else
+            lb_session_relay_start(s, 0);
         return true;
     }
     if (errno == EINPROGRESS) {
+        /* The socket turns writable when the connect is done, either way;
+         * the same registration then serves the relay. */
         tv = lb_tv_ms(pc->connect_timeout_ms);
-        event_assign(&s->s_write, s->w->base, fd, EV_WRITE, lb_session_on_connect, s);
-        if (event_add(&s->s_write, NULL) != 0 || event_add(&s->timer, &tv) != 0)
-            lb_session_finish(s, "event_add failed");
+        if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 || event_add(&s->timer, &tv) != 0)
+            lb_session_finish(s, "epoll_ctl failed");
         return true;
     }
     /* An immediate failure (no route, no local port left): the other
@@ -444,31 +482,37 @@ lb_session_on_grant(struct lb_waiter *wt)
         lb_session_connect(s);
 }
 
+/* The connecting server socket reported events (epoll's flags). */
 static void
-lb_session_on_connect(evutil_socket_t fd, short what, void *arg)
+lb_session_on_connect(struct lb_session *s, uint32_t events)
 {
-    struct lb_session *s = arg;
     int err = 0;
     socklen_t len = sizeof(err);
 
-    /* Linux reports the outcome of a non-blocking connect in SO_ERROR once
-     * the socket turns writable. */
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+    /* Writable without an error is connected: no getsockopt on the way of
+     * every connection. A failed connect raises EPOLLERR, and its reason
+     * is in SO_ERROR. */
+    if ((events & (EPOLLERR | EPOLLHUP)) &&
+        getsockopt(s->sfd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
         err = errno;
-    if (err == 0) {
-        lb_session_relay_start(s);
+    if (err == 0 && (events & (EPOLLOUT | EPOLLHUP))) {
+        lb_session_relay_start(s, events);
         return;
     }
+    if (err == 0)
+        return;                         /* nothing decided yet */
     lb_session_connect_failed(s, strerror(err));
     lb_session_connect(s);
 }
 
-static bool
-lb_session_is_writable(int fd)
+/* The socket's readiness now, as epoll flags (poll's have the same values
+ * on Linux). */
+static uint32_t
+lb_session_poll_now(int fd)
 {
-    struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+    struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
 
-    return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLOUT) != 0;
+    return poll(&pfd, 1, 0) == 1 ? (uint32_t)pfd.revents : 0;
 }
 
 /* The kernel re-sends an unanswered SYN 1 s after the connect, then 3 s,
@@ -536,9 +580,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         /* The kernel retransmits an unanswered SYN after 1 s, the moment a
          * 1 s connect_timeout expires: when the answer came in the same
          * loop turn as the timer, the connect succeeded. */
-        if (lb_session_is_writable(s->sfd)) {
-            event_del(&s->s_write);     /* on_connect re-assigns it */
-            lb_session_on_connect(s->sfd, EV_WRITE, s);
+        uint32_t ready = lb_session_poll_now(s->sfd);
+
+        if (ready & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+            lb_session_on_connect(s, ready);
             return;
         }
         if (lb_session_syn_grace(s))
@@ -587,23 +632,24 @@ lb_half_release(struct lb_half *h)
     h->off = h->len = 0;
 }
 
-/* src reached EOF and everything read is written: pass the FIN on. */
-static void
+/* src reached EOF and everything read is written: pass the FIN on. False
+ * when that ended the session. */
+static bool
 lb_half_shut(struct lb_half *h)
 {
     struct lb_session *s = h->s;
     struct lb_half *other = h->is_upstream ? &s->down : &s->up;
 
-    event_del(h->src_ev);
     lb_half_release(h);
     h->is_shut = true;
     if (other->is_shut) {
         /* Both ways done: close(2) sends the FIN, a shutdown first would
          * only cost a syscall per connection. */
         lb_session_finish(s, "closed");
-        return;
+        return false;
     }
     (void)shutdown(h->dst_fd, SHUT_WR);
+    return true;
 }
 
 static const char *
@@ -617,35 +663,34 @@ lb_half_error_reason(const struct lb_half *h, bool on_src)
 /* Reads and writes on until the source runs dry, the destination is full
  * or the budget is spent: a bulk stream then costs one wake-up per
  * LB_RELAY_BUDGET buffers instead of one per buffer, and the budget keeps
- * one busy connection from starving the worker's others. A read shorter
- * than the buffer means the socket was drained: back to the loop without
- * the recv that would only say EAGAIN. */
+ * one busy connection from starving the worker's others. */
 #define LB_RELAY_BUDGET 8
 
-static void
-lb_session_on_read(evutil_socket_t fd, short what, void *arg)
+/* The source of h may have data. False when the session ended. */
+static bool
+lb_half_read(struct lb_half *h)
 {
-    struct lb_half *h = arg;
     struct lb_session *s = h->s;
     ssize_t n, w;
 
+    /* Blocked on the destination (lb_half_flush reads on), or done. */
+    if (h->len > 0 || h->is_shut)
+        return true;
     if (h->buf == NULL && (h->buf = lb_worker_buf_get(s->w)) == NULL) {
         lb_session_finish(s, "out of memory");
-        return;
+        return false;
     }
     for (int round = 0;; round++) {
         n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
-        if (n == 0) {
-            lb_half_shut(h);
-            return;
-        }
+        if (n == 0)
+            return lb_half_shut(h);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                 lb_half_release(h);
-                return;
+                return true;
             }
             lb_session_finish(s, lb_half_error_reason(h, true));
-            return;
+            return false;
         }
         if (round == 0)
             s->last_active_ms = lb_session_now_ms(s);
@@ -655,51 +700,146 @@ lb_session_on_read(evutil_socket_t fd, short what, void *arg)
          * is back on the free list before the next event. */
         w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
         if (w == n) {
-            if (n < LB_BUF_SIZE || round + 1 == LB_RELAY_BUDGET) {
+            if (n < LB_BUF_SIZE && !h->is_src_ending) {
+                lb_half_release(h);     /* drained: the next data is an edge */
+                return true;
+            }
+            if (round + 1 == LB_RELAY_BUDGET) {
                 lb_half_release(h);
-                return;
+                lb_session_read_again(s, h->is_upstream ? LB_AGAIN_UP : LB_AGAIN_DOWN);
+                return true;
             }
             continue;
         }
         if (w < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 lb_session_finish(s, lb_half_error_reason(h, false));
-                return;
+                return false;
             }
             w = 0;
         }
+        /* The destination reports an edge once it has room again. */
         h->off = (uint32_t)w;
         h->len = (uint32_t)(n - w);
-        event_del(h->src_ev);
-        if (event_add(h->dst_ev, NULL) == -1)
-            lb_session_finish(s, "event_add failed");
-        return;
+        return true;
     }
 }
 
-static void
-lb_session_on_write(evutil_socket_t fd, short what, void *arg)
+/* The destination of h is writable. False when the session ended. */
+static bool
+lb_half_flush(struct lb_half *h)
 {
-    struct lb_half *h = arg;
     struct lb_session *s = h->s;
     ssize_t w;
 
+    if (h->len == 0)
+        return true;
     w = send(h->dst_fd, h->buf->data + h->off, h->len, MSG_NOSIGNAL);
     if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return;
+            return true;
         lb_session_finish(s, lb_half_error_reason(h, false));
-        return;
+        return false;
     }
     s->last_active_ms = lb_session_now_ms(s);
     h->off += (uint32_t)w;
     h->len -= (uint32_t)w;
     if (h->len > 0)
-        return;
+        return true;
+    /* The source's edges were passed over while the half was blocked. */
     lb_half_release(h);
-    event_del(h->dst_ev);
-    if (event_add(h->src_ev, NULL) == -1)
-        lb_session_finish(s, "event_add failed");
+    return lb_half_read(h);
+}
+
+/* One epoll event for one of the session's sockets. */
+static void
+lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
+{
+    struct lb_half *from = is_server ? &s->down : &s->up;  /* reads this socket */
+    struct lb_half *to = is_server ? &s->up : &s->down;    /* writes it */
+
+    if (is_server && s->state == LB_SESSION_CONNECTING) {
+        lb_session_on_connect(s, events);
+        return;
+    }
+    if (events & LB_IO_ENDING)
+        from->is_src_ending = true;
+    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !lb_half_flush(to))
+        return;
+    if (events & (EPOLLIN | LB_IO_ENDING))
+        (void)lb_half_read(from);
+}
+
+/* A half spent its budget with data left: read it on at the next dispatch
+ * (an edge-triggered socket will not say again). */
+static void
+lb_session_read_again(struct lb_session *s, uint8_t half)
+{
+    struct lb_worker *w = s->w;
+
+    if (s->again == 0) {
+        s->again_next = w->again;
+        w->again = s;
+        if (!w->is_dispatching)
+            event_active(w->io_ev, EV_READ, 0);
+    }
+    s->again |= half;
+}
+
+static void
+lb_session_again_unlink(struct lb_session *s)
+{
+    for (struct lb_session **p = &s->w->again; *p != NULL; p = &(*p)->again_next) {
+        if (*p == s) {
+            *p = s->again_next;
+            break;
+        }
+    }
+    s->again = 0;
+}
+
+void
+lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+    struct epoll_event evs[LB_IO_BATCH];
+    struct lb_session *s, *next;
+    int n;
+
+    w->is_dispatching = true;
+    /* First the halves that spent their budget last time, then the new
+     * events: a busy connection waits its turn behind the others. */
+    s = w->again;
+    w->again = NULL;
+    for (; s != NULL; s = next) {
+        uint8_t half = s->again;
+
+        next = s->again_next;
+        s->again = 0;
+        if (s->is_done)
+            continue;
+        if ((half & LB_AGAIN_UP) && !lb_half_read(&s->up))
+            continue;
+        if (half & LB_AGAIN_DOWN)
+            (void)lb_half_read(&s->down);
+    }
+    n = epoll_wait(w->io_fd, evs, LB_IO_BATCH, 0);
+    for (int i = 0; i < n; i++) {
+        uintptr_t p = (uintptr_t)evs[i].data.ptr;
+
+        s = (struct lb_session *)(p & ~LB_IO_SERVER);
+        /* A session that an earlier event of this batch ended is kept
+         * (not freed) until the batch is done. */
+        if (!s->is_done)
+            lb_session_on_io(s, (p & LB_IO_SERVER) != 0, evs[i].events);
+    }
+    w->is_dispatching = false;
+    while ((s = w->dead) != NULL) {
+        w->dead = s->next;
+        free(s);
+    }
+    if (w->again != NULL)
+        event_active(w->io_ev, EV_READ, 0);
 }
 
 /* ---------------------------------------------------------------- ending */
@@ -749,11 +889,10 @@ lb_session_finish(struct lb_session *s, const char *reason)
            (unsigned long long)s->down.bytes, (unsigned long long)s->up.bytes,
            (unsigned long long)(lb_session_now_ms(s) - s->started_ms));
 
-    event_del(&s->c_read);
-    event_del(&s->c_write);
-    event_del(&s->s_read);
-    event_del(&s->s_write);
+    s->is_done = true;
     event_del(&s->timer);
+    if (s->again != 0)
+        lb_session_again_unlink(s);
     /* The server's socket closes before its slot is given back, so that a
      * server with max_connections never has one more open, even for the
      * moment a grant takes. The counts drop before the client's socket
@@ -776,7 +915,12 @@ lb_session_finish(struct lb_session *s, const char *reason)
     w->nsessions--;
 
     lb_gen_unref(s->gen);
-    free(s);
+    if (w->is_dispatching) {
+        s->next = w->dead;              /* a later event may name it */
+        w->dead = s;
+    } else {
+        free(s);
+    }
     lb_limit_release(w->daemon);    /* after the closes: it guards descriptors */
     lb_worker_session_gone(w);
 }

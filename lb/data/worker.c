@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,9 +158,16 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->daemon = d;
     w->gen = g;
     lb_gen_ref(g);
+    w->io_fd = epoll_create1(EPOLL_CLOEXEC);
     w->base = event_base_new();
-    if (w->base == NULL) {
-        snprintf(err, errlen, "event_base_new failed");
+    if (w->base == NULL || w->io_fd == -1) {
+        snprintf(err, errlen, "%s failed: %s", w->base == NULL ? "event_base_new" : "epoll_create1",
+                 strerror(errno));
+        return -1;
+    }
+    w->io_ev = event_new(w->base, w->io_fd, EV_READ | EV_PERSIST, lb_session_dispatch, w);
+    if (w->io_ev == NULL || event_add(w->io_ev, NULL) == -1) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     w->mailbox = lb_mailbox_new(w->base, sizeof(struct lb_worker_msg), lb_worker_on_msgs, w);
@@ -365,6 +373,12 @@ lb_worker_fini(struct lb_worker *w)
     if (w->drain_ev != NULL)
         event_free(w->drain_ev);
     w->drain_ev = NULL;
+    if (w->io_ev != NULL)
+        event_free(w->io_ev);
+    w->io_ev = NULL;
+    if (w->daemon != NULL && w->io_fd >= 0)     /* init ran: io_fd is ours */
+        close(w->io_fd);
+    w->io_fd = -1;
     if (w->base != NULL)
         event_base_free(w->base);
     if (w->gen != NULL)
