@@ -454,22 +454,27 @@ conf_merge(struct conf_parse *p)
     }
 }
 
+unsigned
+conf_cpu_count(void)
+{
+    cpu_set_t set;
+    long n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    else
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 ? (unsigned)n : 1;
+}
+
 /* workers = 0: one per CPU this process may run on, as HAProxy sizes
  * nbthread: under taskset or a container's cpuset that is fewer than the
  * machine has, and more threads than CPUs only take turns. */
 static void
 conf_resolve_workers(struct conf *c)
 {
-    cpu_set_t set;
-    long n;
-
-    if (c->global.workers != 0)
-        return;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        n = CPU_COUNT(&set);
-    else
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-    c->global.workers = n >= 1 ? (uint32_t)n : 1;
+    if (c->global.workers == 0)
+        c->global.workers = conf_cpu_count();
 }
 
 static int

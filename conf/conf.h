@@ -18,6 +18,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+/* splice(2) for the relay: never, for a direction once it moved a full
+ * buffer in one read (bulk), or always. */
+enum conf_splice {
+    CONF_SPLICE_OFF = 0,
+    CONF_SPLICE_AUTO,
+    CONF_SPLICE_ON,
+};
+
 enum conf_balance {
     CONF_BALANCE_ROUNDROBIN = 0,
     CONF_BALANCE_LEASTCONN,
@@ -112,6 +120,7 @@ struct conf_pool {
     uint32_t retries;
     uint32_t queue_max;             /* 0 = bounded by max_connections only */
     uint64_t queue_timeout_ms;
+    enum conf_splice splice;
 
     /* health checks */
     enum conf_check check;
@@ -160,6 +169,10 @@ struct conf {
  * "FILE:LINE: message\n" per problem found (the caller frees it); *out is
  * left NULL. Any thread; no global state. */
 int conf_load(const char *path, struct conf **out, char **errors);
+
+/* The CPUs this process may run on (its affinity: taskset, a cpuset):
+ * what workers = 0 resolves to. */
+unsigned conf_cpu_count(void);
 
 /* The same on len bytes of text in memory (any bytes, NULs included), as
  * if they were the content of a file called name: name prefixes the

@@ -57,6 +57,7 @@ static int conf_set_hosts(const struct conf_key *k, void *field,
 _Static_assert(sizeof(enum conf_balance) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_check) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_splice) == sizeof(int), "enum size");
 
 /* Indexed by the enums of conf.h, so their order is the enums' order. */
 static const char *const conf_balance_names[] = {
@@ -67,6 +68,9 @@ static const char *const conf_log_level_names[] = {
 };
 static const char *const conf_check_names[] = {
     "none", "tcp", "http", "https", NULL
+};
+static const char *const conf_splice_names[] = {
+    "off", "auto", "on", NULL
 };
 
 /* One setter per type; the table rows only name the type. */
@@ -138,6 +142,7 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_COUNT(struct conf_pool, queue_max, "0", 0, 1000000),
     CONF_DURATION(struct conf_pool, "queue_timeout", queue_timeout_ms, "5s",
                   CONF_MSEC(1), CONF_HOURS(1)),
+    CONF_ENUM(struct conf_pool, splice, "auto", conf_splice_names),
     CONF_ENUM(struct conf_pool, check, "tcp", conf_check_names),
     CONF_TYPED(struct conf_pool, "check_path", check_path, CONF_TYPE_PATH,
                "/", 0),

@@ -72,6 +72,8 @@ struct lb_worker {
     size_t nsessions;
     struct lb_buf *free_bufs;           /* relay buffers kept for reuse */
     size_t nfree_bufs;
+    struct lb_pipe *free_pipes;         /* empty splice pipes kept */
+    size_t nfree_pipes;
     int io_fd;                          /* epoll set of the sessions' sockets */
     struct event *io_ev;                /* io_fd readable: lb_session_dispatch */
     struct lb_session *again;           /* sessions with reads left (budget) */
@@ -105,6 +107,16 @@ void lb_limit_release(struct lb_daemon *d);
 /* Relay buffers of the worker: allocated only while data is in flight. */
 struct lb_buf *lb_worker_buf_get(struct lb_worker *w);
 void lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b);
+
+/* Pipes for splice(2), allocated only while data is in flight: NULL when
+ * none can be made (descriptors or memory), and the half copies instead. A
+ * pipe that still holds bytes is closed, not kept. */
+struct lb_pipe {
+    struct lb_pipe *next;               /* free list link */
+    int rd, wr;
+};
+struct lb_pipe *lb_worker_pipe_get(struct lb_worker *w);
+void lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty);
 
 /* Called by a session after it ended and unlinked itself (the worker ends
  * its loop during shutdown when it was the last one). */

@@ -39,6 +39,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -74,8 +75,11 @@ struct lb_half {
     struct lb_session *s;
     int src_fd, dst_fd;
     struct lb_buf *buf;             /* held only while bytes are pending */
-    uint32_t off, len;              /* pending bytes: buf->data[off..off+len) */
+    struct lb_pipe *pipe;           /* the same, when splicing */
+    uint32_t off, len;              /* pending bytes: buf->data[off..off+len)
+                                       or len bytes in pipe */
     bool is_upstream;               /* client -> server */
+    bool is_splice;                 /* moves bytes with splice(2) */
     bool is_shut;                   /* src's EOF passed on to dst */
     bool is_src_ending;             /* src reported a FIN or a reset: read
                                        until it says so */
@@ -297,9 +301,12 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
     if (atomic_load_explicit(&s->server->b->live_failures, memory_order_relaxed) != 0)
         atomic_store_explicit(&s->server->b->live_failures, 0, memory_order_relaxed);
 
+    bool is_splice = s->pool->conf->splice == CONF_SPLICE_ON;
+
     s->up = (struct lb_half){ .s = s, .src_fd = s->cfd, .dst_fd = s->sfd,
-                              .is_upstream = true };
-    s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd };
+                              .is_upstream = true, .is_splice = is_splice };
+    s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
+                                .is_splice = is_splice };
     s->last_active_ms = lb_session_now_ms(s);
     /* Adding the client reports what is pending on it already (the request
      * that came with the connection). */
@@ -629,6 +636,10 @@ lb_half_release(struct lb_half *h)
         lb_worker_buf_put(h->s->w, h->buf);
         h->buf = NULL;
     }
+    if (h->pipe != NULL) {
+        lb_worker_pipe_put(h->s->w, h->pipe, h->len == 0);
+        h->pipe = NULL;
+    }
     h->off = h->len = 0;
 }
 
@@ -666,6 +677,8 @@ lb_half_error_reason(const struct lb_half *h, bool on_src)
  * one busy connection from starving the worker's others. */
 #define LB_RELAY_BUDGET 8
 
+static bool lb_half_splice(struct lb_half *h);
+
 /* The source of h may have data. False when the session ended. */
 static bool
 lb_half_read(struct lb_half *h)
@@ -676,6 +689,8 @@ lb_half_read(struct lb_half *h)
     /* Blocked on the destination (lb_half_flush reads on), or done. */
     if (h->len > 0 || h->is_shut)
         return true;
+    if (h->is_splice)
+        return lb_half_splice(h);
     if (h->buf == NULL && (h->buf = lb_worker_buf_get(s->w)) == NULL) {
         lb_session_finish(s, "out of memory");
         return false;
@@ -699,6 +714,13 @@ lb_half_read(struct lb_half *h)
         /* Write at once: in the common case everything goes and the buffer
          * is back on the free list before the next event. */
         w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
+        if (w == n && n == LB_BUF_SIZE && s->pool->conf->splice == CONF_SPLICE_AUTO) {
+            /* A full buffer in one read: a bulk direction, spliced from
+             * now on (HAProxy's splice-auto decides the same way). */
+            lb_half_release(h);
+            h->is_splice = true;
+            return lb_half_splice(h);
+        }
         if (w == n) {
             if (n < LB_BUF_SIZE && !h->is_src_ending) {
                 lb_half_release(h);     /* drained: the next data is an edge */
@@ -725,6 +747,68 @@ lb_half_read(struct lb_half *h)
     }
 }
 
+/* splice(2) asks for this much a call; the pipe's room (64 KiB by default)
+ * caps what moves. */
+#define LB_SPLICE_MAX (1 << 20)
+
+/* Moves pending bytes from h's pipe to its destination: -1 on an error
+ * (the session ended), else what is still pending. */
+static ssize_t
+lb_half_splice_out(struct lb_half *h)
+{
+    ssize_t w = splice(h->pipe->rd, NULL, h->dst_fd, NULL, h->len,
+                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+    if (w < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return h->len;
+        lb_session_finish(h->s, lb_half_error_reason(h, false));
+        return -1;
+    }
+    h->len -= (uint32_t)w;
+    return h->len;
+}
+
+/* lb_half_read for a spliced half: socket -> pipe -> socket, the bytes
+ * never copied to user space. A pipe's room limits each move, so a short
+ * move does not mean the socket is empty: it reads on until EAGAIN. */
+static bool
+lb_half_splice(struct lb_half *h)
+{
+    struct lb_session *s = h->s;
+    ssize_t n, left;
+
+    if (h->pipe == NULL && (h->pipe = lb_worker_pipe_get(s->w)) == NULL) {
+        h->is_splice = false;           /* no descriptor left: copy */
+        return lb_half_read(h);
+    }
+    for (int round = 0;; round++) {
+        n = splice(h->src_fd, NULL, h->pipe->wr, NULL, LB_SPLICE_MAX,
+                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n == 0)
+            return lb_half_shut(h);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                lb_half_release(h);
+                return true;
+            }
+            lb_session_finish(s, lb_half_error_reason(h, true));
+            return false;
+        }
+        if (round == 0)
+            s->last_active_ms = lb_session_now_ms(s);
+        lb_half_count(h, (size_t)n);
+        h->len = (uint32_t)n;
+        if ((left = lb_half_splice_out(h)) != 0)
+            return left > 0;            /* blocked: the destination's edge */
+        if (round + 1 == LB_RELAY_BUDGET) {
+            lb_half_release(h);
+            lb_session_read_again(s, h->is_upstream ? LB_AGAIN_UP : LB_AGAIN_DOWN);
+            return true;
+        }
+    }
+}
+
 /* The destination of h is writable. False when the session ended. */
 static bool
 lb_half_flush(struct lb_half *h)
@@ -734,6 +818,13 @@ lb_half_flush(struct lb_half *h)
 
     if (h->len == 0)
         return true;
+    if (h->pipe != NULL) {
+        if ((w = lb_half_splice_out(h)) != 0)
+            return w > 0;
+        s->last_active_ms = lb_session_now_ms(s);
+        lb_half_release(h);
+        return lb_half_read(h);
+    }
     w = send(h->dst_fd, h->buf->data + h->off, h->len, MSG_NOSIGNAL);
     if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)

@@ -10,6 +10,7 @@
  * resumes accepts.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@
 #define LB_WORKER_ACCEPT_BATCH 64
 /* Relay buffers kept per worker after use (64 KiB each). */
 #define LB_WORKER_FREE_BUFS_MAX 32
+/* Empty splice pipes kept per worker (two descriptors each). */
+#define LB_WORKER_FREE_PIPES_MAX 16
+#define LB_WORKER_PIPE_SIZE (256 * 1024)
 /* A generation switch that ran out of memory is tried again after this. */
 #define LB_WORKER_SWITCH_RETRY_MS 100
 /* After EMFILE/ENFILE, how long accepts pause before the next try. */
@@ -365,6 +369,11 @@ lb_worker_fini(struct lb_worker *w)
         w->free_bufs = b->next;
         free(b);
     }
+    while (w->free_pipes != NULL) {
+        struct lb_pipe *p = w->free_pipes;
+        w->free_pipes = p->next;
+        lb_worker_pipe_put(w, p, false);
+    }
     if (w->switch_retry_ev != NULL)
         event_free(w->switch_retry_ev);
     w->switch_retry_ev = NULL;
@@ -610,4 +619,43 @@ lb_worker_buf_put(struct lb_worker *w, struct lb_buf *b)
     b->next = w->free_bufs;
     w->free_bufs = b;
     w->nfree_bufs++;
+}
+
+struct lb_pipe *
+lb_worker_pipe_get(struct lb_worker *w)
+{
+    struct lb_pipe *p = w->free_pipes;
+    int fds[2];
+
+    if (p != NULL) {
+        w->free_pipes = p->next;
+        w->nfree_pipes--;
+        return p;
+    }
+    if ((p = malloc(sizeof(*p))) == NULL)
+        return NULL;
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == -1) {
+        free(p);
+        return NULL;
+    }
+    p->rd = fds[0];
+    p->wr = fds[1];
+    /* Room for LB_WORKER_PIPE_SIZE bytes a move instead of the default
+     * 16 pages; failing that (pipe-max-size), the default serves. */
+    (void)fcntl(p->wr, F_SETPIPE_SZ, LB_WORKER_PIPE_SIZE);
+    return p;
+}
+
+void
+lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty)
+{
+    if (!is_empty || w->nfree_pipes >= LB_WORKER_FREE_PIPES_MAX) {
+        close(p->rd);
+        close(p->wr);
+        free(p);
+        return;
+    }
+    p->next = w->free_pipes;
+    w->free_pipes = p;
+    w->nfree_pipes++;
 }
