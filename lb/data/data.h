@@ -76,6 +76,7 @@ struct lb_worker {
     size_t nfree_pipes;
     int io_fd;                          /* epoll set of the sessions' sockets */
     struct event *io_ev;                /* io_fd readable: lb_session_dispatch */
+    struct event *again_ev;             /* lb_session_on_again, next turn */
     struct lb_session *again;           /* sessions with reads left (budget) */
     struct lb_session *dead;            /* ended during the dispatch */
     bool is_dispatching;
@@ -174,6 +175,8 @@ void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
 /* The worker's io_ev callback: runs the events of the sessions' sockets.
  * Worker thread. */
 void lb_session_dispatch(int fd, short what, void *arg);
+/* The worker's again_ev callback: reads on where a read budget ran out. */
+void lb_session_on_again(int fd, short what, void *arg);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on
  * the way closes when it arrives. Worker thread. */

@@ -861,18 +861,21 @@ lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
         (void)lb_half_read(from);
 }
 
-/* A half spent its budget with data left: read it on at the next dispatch
- * (an edge-triggered socket will not say again). */
+/* A half spent its budget with data left: read it on in the loop's next
+ * turn (an edge-triggered socket will not say again). A timer of 0, not
+ * event_active: libevent runs what is activated meanwhile in the same turn,
+ * so a stream that always has more would keep the loop from its listeners,
+ * mailbox and timers. */
 static void
 lb_session_read_again(struct lb_session *s, uint8_t half)
 {
     struct lb_worker *w = s->w;
 
     if (s->again == 0) {
+        if (w->again == NULL)
+            (void)event_add(w->again_ev, &(struct timeval){ 0, 0 });
         s->again_next = w->again;
         w->again = s;
-        if (!w->is_dispatching)
-            event_active(w->io_ev, EV_READ, 0);
     }
     s->again |= half;
 }
@@ -889,19 +892,47 @@ lb_session_again_unlink(struct lb_session *s)
     s->again = 0;
 }
 
+/* Sessions that end while a batch runs are freed after it: a later entry
+ * of the batch may name them (is_done makes it skip). */
+static void
+lb_session_batch_end(struct lb_worker *w)
+{
+    struct lb_session *s;
+
+    w->is_dispatching = false;
+    while ((s = w->dead) != NULL) {
+        w->dead = s->next;
+        free(s);
+    }
+}
+
 void
 lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_worker *w = arg;
     struct epoll_event evs[LB_IO_BATCH];
-    struct lb_session *s, *next;
     int n;
 
     w->is_dispatching = true;
-    /* First the halves that spent their budget last time, then the new
-     * events: a busy connection waits its turn behind the others. */
-    s = w->again;
-    w->again = NULL;
+    n = epoll_wait(w->io_fd, evs, LB_IO_BATCH, 0);
+    for (int i = 0; i < n; i++) {
+        uintptr_t p = (uintptr_t)evs[i].data.ptr;
+        struct lb_session *s = (struct lb_session *)(p & ~LB_IO_SERVER);
+
+        if (!s->is_done)
+            lb_session_on_io(s, (p & LB_IO_SERVER) != 0, evs[i].events);
+    }
+    lb_session_batch_end(w);
+}
+
+void
+lb_session_on_again(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+    struct lb_session *s = w->again, *next;
+
+    w->is_dispatching = true;
+    w->again = NULL;                    /* what spends its budget again rejoins */
     for (; s != NULL; s = next) {
         uint8_t half = s->again;
 
@@ -914,23 +945,7 @@ lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
         if (half & LB_AGAIN_DOWN)
             (void)lb_half_read(&s->down);
     }
-    n = epoll_wait(w->io_fd, evs, LB_IO_BATCH, 0);
-    for (int i = 0; i < n; i++) {
-        uintptr_t p = (uintptr_t)evs[i].data.ptr;
-
-        s = (struct lb_session *)(p & ~LB_IO_SERVER);
-        /* A session that an earlier event of this batch ended is kept
-         * (not freed) until the batch is done. */
-        if (!s->is_done)
-            lb_session_on_io(s, (p & LB_IO_SERVER) != 0, evs[i].events);
-    }
-    w->is_dispatching = false;
-    while ((s = w->dead) != NULL) {
-        w->dead = s->next;
-        free(s);
-    }
-    if (w->again != NULL)
-        event_active(w->io_ev, EV_READ, 0);
+    lb_session_batch_end(w);
 }
 
 /* ---------------------------------------------------------------- ending */

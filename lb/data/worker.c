@@ -170,7 +170,8 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
         return -1;
     }
     w->io_ev = event_new(w->base, w->io_fd, EV_READ | EV_PERSIST, lb_session_dispatch, w);
-    if (w->io_ev == NULL || event_add(w->io_ev, NULL) == -1) {
+    w->again_ev = evtimer_new(w->base, lb_session_on_again, w);
+    if (w->io_ev == NULL || w->again_ev == NULL || event_add(w->io_ev, NULL) == -1) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -385,6 +386,9 @@ lb_worker_fini(struct lb_worker *w)
     if (w->io_ev != NULL)
         event_free(w->io_ev);
     w->io_ev = NULL;
+    if (w->again_ev != NULL)
+        event_free(w->again_ev);
+    w->again_ev = NULL;
     if (w->daemon != NULL && w->io_fd >= 0)     /* init ran: io_fd is ours */
         close(w->io_fd);
     w->io_fd = -1;

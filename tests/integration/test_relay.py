@@ -74,6 +74,57 @@ class RelayTest(LbTestCase):
         self.assertFalse(bad, f"{len(bad)} of {n} clients failed: {dict(list(bad.items())[:5])}")
         wait_for(lambda: echo.active == 0, 10, "all backend connections to end")
 
+    def test_endless_stream_leaves_the_loop_to_others(self):
+        # One worker relays a stream that always has more (a backend that
+        # writes as fast as it can, a client that reads as fast as it can):
+        # every wake-up spends its read budget. New clients of another
+        # frontend must still be accepted and served meanwhile; a worker
+        # that re-ran the stream before returning to its loop would leave
+        # them waiting until the stream ends.
+        chunk = os.urandom(MB)
+        stop = threading.Event()
+
+        def firehose(backend, conn):
+            while not stop.is_set():
+                conn.sendall(chunk)
+
+        hose = self.custom(firehose, "firehose")
+        named = self.named("web1")
+        text, ports = harness.make_pools_config(
+            [("bulk", [("firehose", hose)], {"check": "none"}),
+             ("web", [("web1", named)], {"check": "none"})], workers=1)
+        lb = self.start_lb(text)
+        self.addCleanup(stop.set)
+        s = self.client(ports["bulk"])
+        got = [0]
+
+        def reader():
+            buf = bytearray(MB)
+            try:
+                while not stop.is_set():
+                    n = s.recv_into(buf)
+                    if n == 0:
+                        return
+                    got[0] += n
+            except OSError:
+                pass
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        wait_for(lambda: got[0] > 64 * MB, 30, "the stream to flow")
+        worst = 0.0
+        for _ in range(20):
+            t0 = time.monotonic()
+            self.assertEqual(harness.fetch_name(ports["web"], timeout=5), "web1")
+            worst = max(worst, time.monotonic() - t0)
+        moved = got[0]
+        stop.set()
+        print(f"\n  endless stream: {moved // MB} MB relayed; slowest of 20 other "
+              f"clients {worst * 1000:.0f} ms", file=sys.stderr)
+        # The loop turns every few ms while the stream runs; 1 s is far
+        # above that and far below the stream's length.
+        self.assertLess(worst, 1.0, "clients of another frontend waited on the stream")
+
     def test_backpressure_slow_reader(self):
         total = 200 * MB
         chunk = os.urandom(MB)
