@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""health_cost.py - what lb's health module costs at 10,000 servers.
+"""health_cost.py - what lb's health module costs at 10,000 servers, against HAProxy.
 
 A benchmark run by hand (not a ctest test). For each `[health] threads`
 value (and each log level) it:
@@ -21,7 +21,22 @@ value (and each log level) it:
      the actual interval between consecutive checks of each server as the
      backend saw them, lb's lag_ms / duration_ms (debug runs only: one
      `event=check` line per probe), failed checks and server_down events;
-  4. stops everything it started and prints markdown tables.
+  4. stops everything it started and prints markdown tables;
+  5. with --haproxy (the default when /usr/sbin/haproxy exists), does the
+     same for HAProxy once per threads value, on fresh backends of the same
+     layout: `nbthread` = that value, `maxconn 1000`, no `log`, the stats
+     socket (read 1 s before the window and just after it, for its failed
+     checks: chkfail), `spread-checks 0` (HAProxy's default: no jitter), `defaults
+     mode tcp`, `timeout connect 1s`, `timeout check 1s`, `timeout
+     client/server 1m`, one backend with `option httpchk GET /` and N
+     `server sN 127.0.0.1:PORT check inter 1s rise 2 fall 3` (lb's rise and
+     fall defaults) and one frontend. It runs `haproxy -db -f cfg`, counts
+     as ready when the backends have seen its first check and measures the
+     same window (ready + --warmup to ready + --duration). HAProxy runs its
+     checks on its worker threads, so its health CPU is the whole process;
+     lb's is its `lb-health` threads, and its whole process is shown too.
+     Checks are counted for both from the backends' arrivals in the window,
+     and the last table gives lb/HAProxy CPU per check.
 
 Usage:
   cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
@@ -33,8 +48,10 @@ Options (defaults in brackets): --lb PATH [build/lb], --servers N [10000],
 --threads LIST [1,2], --log-levels LIST [debug,info], --duration S [18],
 --warmup S [3], --backends K [2], --port-base P [20000], --pin-lb CPUS and
 --pin-backends CPUS (sched_setaffinity, e.g. 0 and 1, to keep lb and the
-backends off each other's CPU), --json FILE (all numbers, per run), --keep
-(keep the work dir: configs, lb logs, timings).
+backends off each other's CPU; --pin-lb pins HAProxy too), --haproxy /
+--no-haproxy [on if /usr/sbin/haproxy exists], --haproxy-bin PATH
+[/usr/sbin/haproxy], --json FILE (all numbers, per run), --keep (keep the
+work dir: configs, lb and HAProxy logs, timings).
 
 Notes:
   - The fd hard limit here is 20000 and cannot be raised; every process
@@ -42,7 +59,15 @@ Notes:
     plus at most a handful of accepted sockets (TCP_DEFER_ACCEPT: a
     connection is accepted once its request is in, answered and closed in
     the same pass), so one process could hold 10,000 ports; more processes
-    only spread the Python CPU. lb holds one socket per probe in flight.
+    only spread the Python CPU. lb holds one socket per probe in flight,
+    and so does HAProxy (its fd budget: 2 * maxconn + one per checked
+    server + a few, Maxsock 12025 here).
+  - Fairness: with `threads = 1` lb runs one health thread beside its
+    worker, main and admin threads, and only the health thread does the
+    checks; HAProxy with `nbthread 1` does its checks (and everything else,
+    idle here: no clients) on its single thread. So lb's health threads
+    against HAProxy's whole process is the like-for-like figure; lb's whole
+    process is the conservative one. Both are pinned alike (--pin-lb).
   - The debug log (10k lines/s) is written by lb's main thread, not by the
     health threads; both levels are measured so its cost shows separately.
     Interval and failure figures come from the backend and do not need it.
@@ -76,6 +101,7 @@ HOST = "127.0.0.1"
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 SO_TIMESTAMPNS = 35        # SO_TIMESTAMPNS_OLD on Linux (timespec of longs)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+HAPROXY = "/usr/sbin/haproxy"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -91,7 +117,7 @@ def raise_fd_limit():
 def backend_child(port_lo, port_hi, count, out_path):
     """Listen on `count` ports in [port_lo, port_hi); print {"ports": [...]}
     on stdout; answer until "dump" (write the timings to out_path, exit) or
-    EOF (exit) on stdin."""
+    EOF (exit) on stdin; "count" prints the number of requests so far."""
     soft, hard = raise_fd_limit()
     lsocks, ports = [], []
     port = port_lo
@@ -217,7 +243,9 @@ def backend_child(port_lo, port_hi, count, out_path):
                 line = os.read(stdin_fd, 4096)
                 if not line:
                     return 0
-                if b"dump" in line:
+                if b"count" in line:
+                    os.write(1, b"%d\n" % stats["requests"])
+                elif b"dump" in line:
                     off1 = rt_offset()
                     with open(out_path, "wb") as f:
                         meta = dict(stats, ports=ports, busy_s=busy,
@@ -303,6 +331,11 @@ class Backend:
             raise RuntimeError("backend %d: only %d of %d ports free in %d..%d"
                                % (i, len(self.ports), count, port_lo, port_hi))
 
+    def count(self):
+        self.proc.stdin.write(b"count\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
     def dump(self):
         self.proc.stdin.write(b"dump\n")
         self.proc.stdin.flush()
@@ -362,13 +395,14 @@ def net_counters():
     return out
 
 
-def sample(lb_pid, backend_pids):
+def sample(pid, backend_pids):
+    """pid: the proxy under test (lb or HAProxy)."""
     tot, idle, irq = cpu_stat()
     return {
         "mono": time.monotonic(),
         "wall": time.time(),
-        "threads": thread_ticks(lb_pid),
-        "lb": proc_ticks("/proc/%d/stat" % lb_pid),
+        "threads": thread_ticks(pid),
+        "proc": proc_ticks("/proc/%d/stat" % pid),
         "backends": [proc_ticks("/proc/%d/stat" % p) for p in backend_pids],
         "self": proc_ticks("/proc/self/stat"),
         "cpu_total": tot,
@@ -539,11 +573,95 @@ def wait_ready(lb, log_path, timeout):
     raise RuntimeError("lb not ready after %ss; see %s" % (timeout, log_path))
 
 
-def run_one(args, threads, log_level, workdir):
-    tag = "t%d-%s" % (threads, log_level)
+def write_haproxy_config(path, nbthread, ports, fe_port, stats_sock):
+    lines = [
+        "# written by tests/bench/health_cost.py",
+        "global",
+        "    nbthread %d" % nbthread,
+        # no clients here, as lb's max_connections; HAProxy sizes its fd
+        # budget as 2 * maxconn plus one socket per checked server
+        "    maxconn 1000",
+        # HAProxy's default, written out: no random jitter on `inter` (the
+        # first checks are still staggered over one interval at start)
+        "    spread-checks 0",
+        # read at the window's edges only, for the failed-check counters
+        "    stats socket %s mode 600 level user" % stats_sock,
+        "",
+        "defaults",
+        "    mode tcp",
+        "    timeout connect 1s",
+        "    timeout check 1s",
+        "    timeout client 1m",
+        "    timeout server 1m",
+        "",
+        "frontend f",
+        "    bind %s:%d" % (HOST, fe_port),
+        "    default_backend p",
+        "",
+        "backend p",
+        "    option httpchk GET /",
+    ]
+    # rise/fall: lb's defaults (conf/conf_keys.c)
+    for i, p in enumerate(ports):
+        lines.append("    server s%05d %s:%d check inter 1s rise 2 fall 3" % (i, HOST, p))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def haproxy_stat(sock_path):
+    """Per-server check counters from HAProxy's stats socket: failed checks
+    (chkfail: HAProxy counts them while a server is up), UP->DOWN
+    transitions (chkdown) and the servers' status and last check status."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(10)
+        s.connect(sock_path)
+        s.sendall(b"show stat -1 4 -1\n")         # servers only
+        chunks = []
+        while True:
+            b = s.recv(1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        s.close()
+    lines = b"".join(chunks).decode(errors="replace").splitlines()
+    head = lines[0].lstrip("# ").split(",")
+    col = {k: i for i, k in enumerate(head)}
+    r = {"servers": 0, "chkfail": 0, "chkdown": 0, "status": {}, "check_status": {}}
+    for line in lines[1:]:
+        v = line.split(",")
+        if len(v) < len(head):
+            continue
+        r["servers"] += 1
+        r["chkfail"] += int(v[col["chkfail"]] or 0)
+        r["chkdown"] += int(v[col["chkdown"]] or 0)
+        for k in ("status", "check_status"):
+            r[k][v[col[k]]] = r[k].get(v[col[k]], 0) + 1
+    return r
+
+
+def wait_checks(proc, backends, log_path, timeout):
+    """HAProxy has no ready line to wait for: ready is when the backends
+    have seen its first checks."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("haproxy exited with %s before its first check; see %s"
+                               % (proc.returncode, log_path))
+        if sum(b.count() for b in backends):
+            return time.monotonic()
+        time.sleep(0.05)
+    raise RuntimeError("no check from haproxy after %ss; see %s" % (timeout, log_path))
+
+
+def run_one(args, proxy, threads, log_level, workdir):
+    """proxy: "lb" (threads = [health] threads, log_level its log_level) or
+    "haproxy" (threads = nbthread, log_level None)."""
+    tag = "t%d-%s" % (threads, log_level) if proxy == "lb" else "haproxy-t%d" % threads
     per = [args.servers // args.backends + (1 if i < args.servers % args.backends else 0)
            for i in range(args.backends)]
-    backends, lb = [], None
+    backends, proc = [], None
     try:
         lo = args.port_base
         for i, n in enumerate(per):
@@ -563,88 +681,118 @@ def run_one(args, threads, log_level, workdir):
         avoid = set(ports)
         fe_port = free_port(avoid)
         admin_port = free_port(avoid | {fe_port})
-        conf = os.path.join(workdir, "lb-%s.ini" % tag)
-        write_config(conf, threads, log_level, ports, fe_port, admin_port)
-        log_path = os.path.join(workdir, "lb-%s.log" % tag)
+        log_path = os.path.join(workdir, "%s.log" % tag)
+        stats_sock = os.path.join(workdir, "%s.sock" % tag)
+        if proxy == "lb":
+            conf = os.path.join(workdir, "lb-%s.ini" % tag)
+            write_config(conf, threads, log_level, ports, fe_port, admin_port)
+            cmd = [args.lb, "-c", conf]
+        else:
+            conf = os.path.join(workdir, "%s.cfg" % tag)
+            write_haproxy_config(conf, threads, ports, fe_port, stats_sock)
+            cmd = [args.haproxy_bin, "-db", "-f", conf]
         net0 = net_counters()
         with open(log_path, "wb") as logf:
             pin = args.pin_lb
-            lb = subprocess.Popen([args.lb, "-c", conf], stdout=logf, stderr=logf,
-                                  stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL,
                                   preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         t_start = time.monotonic()
-        t_ready = wait_ready(lb, log_path, 60)
+        if proxy == "lb":
+            t_ready = wait_ready(proc, log_path, 60)
+        else:
+            t_ready = wait_checks(proc, backends, log_path, 60)
         bpids = [b.proc.pid for b in backends]
         samples = []
         fd_max = 0
         t_end = t_ready + args.duration
         t_win = t_ready + args.warmup
+        # HAProxy's counters, read outside the window: dumping 10,000
+        # servers keeps its thread busy for a while (~0.2 s) and delays its
+        # checks, so the first read is a second before the window
+        t_stat = max(t_ready, t_win - 1.0) if proxy == "haproxy" else None
         s0 = None
+        hstat = []
         while True:
             now = time.monotonic()
+            if t_stat is not None and not hstat and now >= t_stat:
+                hstat.append(haproxy_stat(stats_sock))
+                now = time.monotonic()
             if s0 is None and now >= t_win:
-                s0 = sample(lb.pid, bpids)
+                s0 = sample(proc.pid, bpids)
             if now >= t_end:
                 break
-            if lb.poll() is not None:
-                raise RuntimeError("lb exited with %s during the run" % lb.returncode)
-            samples.append(sample(lb.pid, bpids))
+            if proc.poll() is not None:
+                raise RuntimeError("%s exited with %s during the run" % (proxy, proc.returncode))
+            samples.append(sample(proc.pid, bpids))
             try:
-                fd_max = max(fd_max, len(os.listdir("/proc/%d/fd" % lb.pid)))
+                fd_max = max(fd_max, len(os.listdir("/proc/%d/fd" % proc.pid)))
             except OSError:
                 pass
             nxt = min(t_end, t_win if s0 is None else t_end,
+                      t_stat if t_stat is not None and not hstat else t_end,
                       now + args.sample_every)
             time.sleep(max(0.0, nxt - time.monotonic()))
-        s1 = sample(lb.pid, bpids)
+        s1 = sample(proc.pid, bpids)
         net1 = net_counters()
+        if proxy == "haproxy":
+            hstat.append(haproxy_stat(stats_sock))
 
-        lb.send_signal(signal.SIGTERM)
+        # SIGTERM: lb drains for shutdown_timeout, HAProxy stops at once
+        proc.send_signal(signal.SIGTERM)
         try:
-            lb.wait(timeout=15)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait()
-        lb_rc = lb.returncode
-        lb = None
+            proc.kill()
+            proc.wait()
+        rc = proc.returncode
+        proc = None
         dumps = [b.dump() for b in backends]
-        return analyse(args, tag, threads, log_level, s0, s1, samples, fd_max,
-                       dumps, log_path, t_ready - t_start, net0, net1, lb_rc)
+        return analyse(args, proxy, tag, threads, log_level, s0, s1, samples, fd_max,
+                       dumps, log_path, hstat, t_ready - t_start, net0, net1, rc)
     finally:
-        if lb is not None and lb.poll() is None:
-            lb.kill()
-            lb.wait()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
         for b in backends:
             b.kill()
 
 
-def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
-            log_path, startup_s, net0, net1, lb_rc):
+def health_ticks(proxy, a, b):
+    """The health-check CPU between samples a and b: lb's lb-health threads;
+    HAProxy runs its checks on its worker threads, so all of it."""
+    if proxy == "haproxy":
+        return b["proc"] - a["proc"]
+    return sum(tk - a["threads"].get(tid, (comm, 0))[1]
+               for tid, (comm, tk) in b["threads"].items() if comm == "lb-health")
+
+
+def analyse(args, proxy, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
+            log_path, hstat, startup_s, net0, net1, rc):
     win = s1["mono"] - s0["mono"]
     t0, t1 = s0["mono"], s1["mono"]
-    res = {"tag": tag, "threads": threads, "log_level": log_level,
+    res = {"proxy": proxy, "tag": tag, "threads": threads, "log_level": log_level,
            "servers": args.servers, "window_s": win, "startup_s": startup_s,
-           "lb_exit": lb_rc, "lb_fd_max_sampled": fd_max}
+           "exit": rc, "fd_max_sampled": fd_max}
 
     # ---- CPU
-    health, per_thread, other_threads = 0, [], {}
+    per_thread, other_threads = [], {}
     for tid, (comm, ticks1) in s1["threads"].items():
         ticks0 = s0["threads"].get(tid, (comm, 0))[1]
         d = ticks1 - ticks0
-        if comm == "lb-health":
-            health += d
+        if comm == "lb-health" or proxy == "haproxy":
             per_thread.append(round(pct(d, win), 1))
         else:
             other_threads[comm] = other_threads.get(comm, 0) + d
+    health = health_ticks(proxy, s0, s1)
     res["health_cpu_pct"] = pct(health, win)
     res["health_cpu_pct_per_thread"] = per_thread
-    res["lb_cpu_pct"] = pct(s1["lb"] - s0["lb"], win)
+    res["proc_cpu_pct"] = pct(s1["proc"] - s0["proc"], win)
     res["lb_other_threads_cpu_pct"] = {k: round(pct(v, win), 1) for k, v in other_threads.items()}
     res["backend_cpu_pct"] = [round(pct(b1 - b0, win), 1)
                               for b0, b1 in zip(s0["backends"], s1["backends"])]
     ncpu = os.cpu_count()
     busy_all = (s1["cpu_total"] - s0["cpu_total"]) - (s1["cpu_idle"] - s0["cpu_idle"])
-    mine = (s1["lb"] - s0["lb"]) + sum(b1 - b0 for b0, b1 in zip(s0["backends"], s1["backends"])) \
+    mine = (s1["proc"] - s0["proc"]) + sum(b1 - b0 for b0, b1 in zip(s0["backends"], s1["backends"])) \
         + (s1["self"] - s0["self"])
     # /proc/stat counts USER_HZ ticks too; others = everything busy but us
     res["machine_cpus"] = ncpu
@@ -657,11 +805,7 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
     for a, b in zip(samples, samples[1:]):
         if a["mono"] < t0:
             continue
-        h = 0
-        for tid, (comm, tk) in b["threads"].items():
-            if comm == "lb-health":
-                h += tk - a["threads"].get(tid, (comm, 0))[1]
-        series.append(round(pct(h, b["mono"] - a["mono"]), 1))
+        series.append(round(pct(health_ticks(proxy, a, b), b["mono"] - a["mono"]), 1))
     res["health_cpu_pct_series"] = series
 
     # ---- backend view
@@ -700,6 +844,9 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
                          "loop_busy_pct": busy})
     res["backend"] = bstats
     res["backend_checks_per_s"] = window_requests / win
+    # both proxies' checks counted alike: requests the backends got in the window
+    res["health_us_per_check"] = 1e6 * health / CLK_TCK / max(1, window_requests)
+    res["proc_us_per_check"] = 1e6 * (s1["proc"] - s0["proc"]) / CLK_TCK / max(1, window_requests)
     res["interval_ms"] = quantiles(intervals)
     # drift: each server's mean period over the window, (last - first) /
     # (n - 1); unlike the mean of the intervals above it is not biased by
@@ -722,8 +869,18 @@ def analyse(args, tag, threads, log_level, s0, s1, samples, fd_max, dumps,
     res["peak_checks_per_s_100ms"] = peak * 10.0
     res["servers_never_checked"] = args.servers - sum(b["ports_checked"] for b in bstats)
 
-    # ---- lb's log
-    res["lb_log"] = parse_lb_log(log_path, s0["wall"], s1["wall"])
+    if proxy == "lb":
+        res["lb_log"] = parse_lb_log(log_path, s0["wall"], s1["wall"])
+        fa = res["lb_log"]["failed_at_s"]
+        # one event=check line per probe: debug runs only
+        res["failed_in_window"] = sum(v for k, v in fa.items() if 0 <= int(k) < win) \
+            if log_level == "debug" else None
+    else:
+        h0, h1 = hstat
+        res["haproxy_stat"] = {"start": h0, "end": h1}
+        res["failed_in_window"] = h1["chkfail"] - h0["chkfail"]
+        with open(log_path, errors="replace") as f:
+            res["haproxy_messages"] = [l.strip() for l in f if "[WARNING]" in l or "[ALERT]" in l]
     res["net"] = {k: net1.get(k, 0) - net0.get(k, 0) for k in
                   ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPTimeWaitOverflow",
                    "TcpExtTCPDeferAcceptDrop", "TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies")}
@@ -737,6 +894,8 @@ def f1(x):
 
 
 def print_tables(results):
+    """lb's runs in detail (the HAProxy runs are in print_comparison)."""
+    results = [r for r in results if r["proxy"] == "lb"]
     print()
     print("| threads | log | health CPU % (per thread) | lb CPU % | checks/s | "
           "interval min / p50 / p99 / max ms | mean drift ms | lag_ms p50 / p99 / max | "
@@ -749,7 +908,7 @@ def print_tables(results):
         print("| %d | %s | %.1f (%s) | %.1f | %.0f | %s / %s / %s / %s | %+.1f | %s | %s | %d |" % (
             r["threads"], r["log_level"], r["health_cpu_pct"],
             ", ".join("%.1f" % x for x in r["health_cpu_pct_per_thread"]),
-            r["lb_cpu_pct"], r["backend_checks_per_s"],
+            r["proc_cpu_pct"], r["backend_checks_per_s"],
             f1(iv.get("min")), f1(iv.get("p50")), f1(iv.get("p99")), f1(iv.get("max")),
             iv.get("drift_ms", float("nan")), lag_s,
             str(r["lb_log"]["failed"]) if r["log_level"] == "debug" else "n/a (info)",
@@ -770,7 +929,7 @@ def print_tables(results):
             d_s, ", ".join("%.0f" % x for x in r["backend_cpu_pct"]),
             ", ".join(f1(b["loop_busy_pct"]) for b in r["backend"]), q_s,
             (r["interval_ms"] or {}).get("over_1100", 0), r["peak_checks_per_s_100ms"],
-            r["lb_fd_max_sampled"], r["machine_irq_pct"], r["other_cpu_pct"], r["startup_s"]))
+            r["fd_max_sampled"], r["machine_irq_pct"], r["other_cpu_pct"], r["startup_s"]))
     print()
     for r in results:
         notes = []
@@ -810,6 +969,59 @@ def print_tables(results):
         print("- %s: %s" % (r["tag"], "; ".join(notes)))
 
 
+def print_comparison(results):
+    """Health CPU per check, lb against HAProxy. lb's health figure is its
+    lb-health threads; HAProxy's is its whole process (it checks on its
+    worker threads). Each lb run is set against the HAProxy run with
+    nbthread = its [health] threads."""
+    hap = {r["threads"]: r for r in results if r["proxy"] == "haproxy"}
+    if not hap:
+        return
+    print()
+    print("| proxy | threads | log | checks/s | health CPU % | health CPU us/check | "
+          "process CPU % | process CPU us/check | failed checks (window) | "
+          "interval p50 / p99 / max ms | softirq CPU % | other procs CPU % | fds (max sampled) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        iv = r["interval_ms"] or {}
+        fw = r["failed_in_window"]
+        print("| %s | %d | %s | %.0f | %.1f | %.2f | %.1f | %.2f | %s | %s / %s / %s | %.0f | %.0f | %d |" % (
+            r["proxy"], r["threads"], r["log_level"] or "-", r["backend_checks_per_s"],
+            r["health_cpu_pct"], r["health_us_per_check"], r["proc_cpu_pct"],
+            r["proc_us_per_check"], "n/a (info)" if fw is None else str(fw),
+            f1(iv.get("p50")), f1(iv.get("p99")), f1(iv.get("max")),
+            r["machine_irq_pct"], r["other_cpu_pct"], r["fd_max_sampled"]))
+    print()
+    print("| lb threads | log | HAProxy nbthread | lb health threads / HAProxy, per check | "
+          "lb process / HAProxy, per check |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        h = hap.get(r["threads"])
+        if r["proxy"] != "lb" or h is None:
+            continue
+        print("| %d | %s | %d | %.2fx | %.2fx |" % (
+            r["threads"], r["log_level"], h["threads"],
+            r["health_us_per_check"] / h["proc_us_per_check"],
+            r["proc_us_per_check"] / h["proc_us_per_check"]))
+    print()
+    for h in hap.values():
+        st0, st1 = h["haproxy_stat"]["start"], h["haproxy_stat"]["end"]
+        notes = ["CPU per thread: %s" % h["health_cpu_pct_per_thread"],
+                 "servers %d, status at end %s, last check status %s"
+                 % (st1["servers"], st1["status"], st1["check_status"]),
+                 "UP->DOWN in the window %d" % (st1["chkdown"] - st0["chkdown"])]
+        if h["servers_never_checked"]:
+            notes.append("%d servers never checked" % h["servers_never_checked"])
+        emp = sum(b["empty_in_window"] for b in h["backend"])
+        if emp:
+            notes.append("connections closed before a request in the window: %d" % emp)
+        if h["haproxy_messages"]:
+            notes.append("%d warnings/alerts, e.g. %s" % (len(h["haproxy_messages"]),
+                                                           h["haproxy_messages"][0]))
+        notes.append("CPU per second: %s" % h["health_cpu_pct_series"])
+        print("- %s: %s" % (h["tag"], "; ".join(notes)))
+
+
 # ================================================================ main
 
 def main():
@@ -827,8 +1039,12 @@ def main():
     ap.add_argument("--backends", type=int, default=2, choices=[1, 2, 3, 4])
     ap.add_argument("--port-base", type=int, default=20000)
     ap.add_argument("--sample-every", type=float, default=1.0)
+    ap.add_argument("--haproxy", action=argparse.BooleanOptionalAction,
+                    default=os.access(HAPROXY, os.X_OK),
+                    help="also run HAProxy on the same servers (default: if %s exists)" % HAPROXY)
+    ap.add_argument("--haproxy-bin", default=HAPROXY)
     ap.add_argument("--pin-lb", type=lambda v: {int(x) for x in v.split(",")},
-                    help="CPU list for lb (sched_setaffinity), e.g. 0")
+                    help="CPU list for lb and HAProxy (sched_setaffinity), e.g. 0")
     ap.add_argument("--pin-backends", type=lambda v: {int(x) for x in v.split(",")},
                     help="CPU list for the backend processes, e.g. 1")
     ap.add_argument("--json")
@@ -837,6 +1053,8 @@ def main():
 
     if not os.access(args.lb, os.X_OK):
         sys.exit("no lb binary at %s: build it first (see the usage at the top)" % args.lb)
+    if args.haproxy and not os.access(args.haproxy_bin, os.X_OK):
+        sys.exit("no haproxy at %s (--no-haproxy to skip it)" % args.haproxy_bin)
     raise_fd_limit()
     workdir = tempfile.mkdtemp(prefix="lb-health-bench-")
     results = []
@@ -846,8 +1064,15 @@ def main():
                 print("run: threads=%d log_level=%s servers=%d backends=%d duration=%.0fs ..."
                       % (th, level, args.servers, args.backends, args.duration),
                       file=sys.stderr, flush=True)
-                results.append(run_one(args, th, level, workdir))
+                results.append(run_one(args, "lb", th, level, workdir))
                 time.sleep(2)       # let the TIME_WAIT/backlog state of one run settle
+        if args.haproxy:
+            for th in sorted({int(x) for x in args.threads.split(",")}):
+                print("run: haproxy nbthread=%d servers=%d backends=%d duration=%.0fs ..."
+                      % (th, args.servers, args.backends, args.duration),
+                      file=sys.stderr, flush=True)
+                results.append(run_one(args, "haproxy", th, None, workdir))
+                time.sleep(2)
     finally:
         if args.keep:
             print("work dir kept: %s" % workdir, file=sys.stderr)
@@ -865,6 +1090,11 @@ def main():
           % (args.servers, args.backends, results[0]["window_s"], args.warmup, os.cpu_count(),
              " ".join(open("/proc/loadavg").read().split()[:3])))
     print_tables(results)
+    if args.haproxy:
+        hv = subprocess.run([args.haproxy_bin, "-v"], capture_output=True, text=True).stdout
+        print("\n%s: nbthread = lb's [health] threads, same servers, http check "
+              "(GET /), inter 1s, rise 2, fall 3, spread-checks 0" % hv.split(" - ")[0].strip())
+        print_comparison(results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
