@@ -44,6 +44,9 @@ struct hc_thread {
     struct hc_target **by_slot;     /* by id / nthreads, for probe-now */
     size_t nslots;
     uint64_t rng;                   /* the schedule's spread (splitmix64) */
+    struct hc_result *results;      /* finished, not posted yet */
+    size_t nresults, results_cap;
+    struct event *flush_ev;         /* posts them, HC_FLUSH_MS after the first */
 };
 
 /* probe.c: starts one probe of tg (health thread). On any outcome it calls
@@ -51,7 +54,7 @@ struct hc_thread {
 void hc_probe_start(struct hc_target *tg, double lag_ms);
 void hc_probe_cancel(struct hc_probe *p);     /* stop: no result */
 
-/* hc_pool.c: posts a result to the caller's mailbox. Health thread. */
-void hc_result_push(struct hc *hc, const struct hc_result *r);
+/* hc_pool.c: queues a result for main's mailbox. Health thread. */
+void hc_result_push(struct hc_thread *th, const struct hc_result *r);
 
 #endif /* HC_INT_H */

@@ -115,7 +115,7 @@ hc_probe_done(struct hc_probe *p, bool passed, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r.detail, sizeof(r.detail), fmt, ap);
     va_end(ap);
-    hc_result_push(p->tg->thread->hc, &r);
+    hc_result_push(p->tg->thread, &r);
     hc_probe_free(p);
 }
 

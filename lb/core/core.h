@@ -139,6 +139,8 @@ struct lb_mailbox *lb_mailbox_new(struct event_base *base, size_t msg_size,
 /* Copies msg into the mailbox. Any thread. -1 when out of memory (the
  * message is not queued). */
 int lb_mailbox_post(struct lb_mailbox *mb, const void *msg);
+/* The same for n messages in a row: one lock, at most one wake-up. */
+int lb_mailbox_post_n(struct lb_mailbox *mb, const void *msgs, size_t n);
 
 /* Frees the mailbox once no thread posts any more. Messages never
  * delivered go to drop (when not NULL, and there are any), for an owner

@@ -78,22 +78,31 @@ lb_mailbox_new(struct event_base *base, size_t msg_size, lb_mailbox_pt on_msgs,
 int
 lb_mailbox_post(struct lb_mailbox *mb, const void *msg)
 {
+    return lb_mailbox_post_n(mb, msg, 1);
+}
+
+int
+lb_mailbox_post_n(struct lb_mailbox *mb, const void *msgs, size_t n)
+{
     bool was_empty;
 
     pthread_mutex_lock(&mb->lock);
-    if (mb->n == mb->cap) {
-        size_t cap = mb->cap ? mb->cap * 2 : 16;
-        char *m = realloc(mb->msgs, cap * mb->msg_size);
+    if (mb->cap - mb->n < n) {
+        size_t cap = mb->cap ? mb->cap : 16;
+        char *m;
 
-        if (m == NULL) {
+        while (cap - mb->n < n)
+            cap *= 2;
+        if ((m = realloc(mb->msgs, cap * mb->msg_size)) == NULL) {
             pthread_mutex_unlock(&mb->lock);
             return -1;
         }
         mb->msgs = m;
         mb->cap = cap;
     }
-    memcpy(mb->msgs + mb->n * mb->msg_size, msg, mb->msg_size);
-    was_empty = mb->n++ == 0;
+    memcpy(mb->msgs + mb->n * mb->msg_size, msgs, n * mb->msg_size);
+    was_empty = mb->n == 0;
+    mb->n += n;
     pthread_mutex_unlock(&mb->lock);
     if (was_empty)
         event_active(mb->ev, EV_READ, 0);
