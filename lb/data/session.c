@@ -677,6 +677,35 @@ lb_half_error_reason(const struct lb_half *h, bool on_src)
  * one busy connection from starving the worker's others. */
 #define LB_RELAY_BUDGET 8
 
+/* What a read of n bytes (recv or splice) from h's source means: true when
+ * there are bytes to pass on (counted); false when the turn is over
+ * (drained, EOF passed on, an error), *is_alive saying whether the session
+ * still exists. */
+static bool
+lb_half_got(struct lb_half *h, ssize_t n, int round, bool *is_alive)
+{
+    struct lb_session *s = h->s;
+
+    *is_alive = true;
+    if (n == 0) {
+        *is_alive = lb_half_shut(h);
+        return false;
+    }
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            lb_half_release(h);
+            return false;
+        }
+        lb_session_finish(s, lb_half_error_reason(h, true));
+        *is_alive = false;
+        return false;
+    }
+    if (round == 0)
+        s->last_active_ms = lb_session_now_ms(s);
+    lb_half_count(h, (size_t)n);
+    return true;
+}
+
 static bool lb_half_splice(struct lb_half *h);
 
 /* The source of h may have data. False when the session ended. */
@@ -685,6 +714,7 @@ lb_half_read(struct lb_half *h)
 {
     struct lb_session *s = h->s;
     ssize_t n, w;
+    bool is_alive;
 
     /* Blocked on the destination (lb_half_flush reads on), or done. */
     if (h->len > 0 || h->is_shut)
@@ -697,19 +727,8 @@ lb_half_read(struct lb_half *h)
     }
     for (int round = 0;; round++) {
         n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
-        if (n == 0)
-            return lb_half_shut(h);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                lb_half_release(h);
-                return true;
-            }
-            lb_session_finish(s, lb_half_error_reason(h, true));
-            return false;
-        }
-        if (round == 0)
-            s->last_active_ms = lb_session_now_ms(s);
-        lb_half_count(h, (size_t)n);
+        if (!lb_half_got(h, n, round, &is_alive))
+            return is_alive;
 
         /* Write at once: in the common case everything goes and the buffer
          * is back on the free list before the next event. */
@@ -777,6 +796,7 @@ lb_half_splice(struct lb_half *h)
 {
     struct lb_session *s = h->s;
     ssize_t n, left;
+    bool is_alive;
 
     if (h->pipe == NULL && (h->pipe = lb_worker_pipe_get(s->w)) == NULL) {
         h->is_splice = false;           /* no descriptor left: copy */
@@ -785,19 +805,8 @@ lb_half_splice(struct lb_half *h)
     for (int round = 0;; round++) {
         n = splice(h->src_fd, NULL, h->pipe->wr, NULL, LB_SPLICE_MAX,
                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n == 0)
-            return lb_half_shut(h);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) {
-                lb_half_release(h);
-                return true;
-            }
-            lb_session_finish(s, lb_half_error_reason(h, true));
-            return false;
-        }
-        if (round == 0)
-            s->last_active_ms = lb_session_now_ms(s);
-        lb_half_count(h, (size_t)n);
+        if (!lb_half_got(h, n, round, &is_alive))
+            return is_alive;
         h->len = (uint32_t)n;
         if ((left = lb_half_splice_out(h)) != 0)
             return left > 0;            /* blocked: the destination's edge */
