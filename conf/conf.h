@@ -134,6 +134,8 @@ struct conf_pool {
     uint32_t fall;
     bool check_verify;
     char *check_ca;                 /* "" when unset */
+    bool check_reuse;               /* http(s): keep the connection between
+                                       probes */
 
     /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;

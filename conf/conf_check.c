@@ -182,6 +182,7 @@ conf_check_pools(struct conf_parse *p)
     int kserver = conf_key_find(CONF_SECTION_POOL, "server");
     int ktimeout = conf_key_find(CONF_SECTION_POOL, "check_timeout");
     int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
+    int kreuse = conf_key_find(CONF_SECTION_POOL, "check_reuse");
     size_t i, j;
 
     for (i = 0; i < c->npools; i++) {
@@ -212,5 +213,10 @@ conf_check_pools(struct conf_parse *p)
             conf_error(p, line, "pool %s: check_timeout %s is longer than "
                        "check_interval %s", pool->name, t, iv);
         }
+        /* Only an HTTP exchange has an end after which the connection can
+         * carry the next probe; a tcp check is the connect itself. */
+        if (pool->check_reuse && pool->check != CONF_CHECK_HTTP &&
+            pool->check != CONF_CHECK_HTTPS)
+            conf_error(p, l->key[kreuse], "check_reuse = on needs check = http or https");
     }
 }

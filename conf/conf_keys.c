@@ -161,6 +161,8 @@ static const struct conf_key conf_pool_keys[] = {
                "off", 0),
     CONF_TYPED(struct conf_pool, "check_ca", check_ca, CONF_TYPE_STRING, "",
                0),
+    CONF_TYPED(struct conf_pool, "check_reuse", check_reuse, CONF_TYPE_BOOL,
+               "off", 0),
     { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
       offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",

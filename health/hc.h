@@ -42,6 +42,8 @@ struct hc_spec {
     uint64_t timeout_ms;            /* connect + request + status line */
     bool verify;                    /* HTTPS: verify the certificate */
     const char *ca;                 /* HTTPS: CA file, "" = system default */
+    bool reuse;                     /* HTTP(S): keep the connection between
+                                       probes (check_reuse) */
 };
 
 struct hc_result {
@@ -103,6 +105,29 @@ uint64_t hc_sched_next(uint64_t planned, uint64_t now, uint64_t interval,
 
 /* True when code is in one of the ranges. Pure. */
 bool hc_expect_match(const struct conf_expect *e, int code);
+
+/* check_reuse: whether an answer's head, after its status line, leaves the
+ * connection usable for the next probe. Fed the bytes as they come; keeps
+ * one header line (HC_HEAD_LINE_MAX) at a time. Reusable: a Content-Length
+ * (one, plain decimal, at most HC_HEAD_BODY_MAX), no Transfer-Encoding, no
+ * "Connection: close", CRLF line ends, the whole head at most HC_HEAD_MAX
+ * bytes. Pure; exposed for the unit tests. */
+#define HC_HEAD_MAX 4096
+#define HC_HEAD_LINE_MAX 256
+#define HC_HEAD_BODY_MAX (64 * 1024)
+
+struct hc_head {
+    char line[HC_HEAD_LINE_MAX];
+    size_t len;                     /* bytes of the current line */
+    size_t head_bytes;              /* fed so far */
+    int64_t content_length;         /* -1 until seen */
+};
+
+void hc_head_init(struct hc_head *h);
+/* Feeds n more bytes of the head. 0: need more (all n used); 1: the head
+ * ended and the connection is reusable once content_length body bytes are
+ * read (*used bytes were head, the rest is body); -1: do not reuse. */
+int hc_head_feed(struct hc_head *h, const char *buf, size_t n, size_t *used);
 
 /* The verdict of an HTTP check on the first len bytes of its answer, all
  * that has arrived so far (the prober reads at most cap). false while the

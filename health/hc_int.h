@@ -27,6 +27,9 @@ struct hc_target {
     uint64_t planned_ms;            /* monotonic plan of the next probe */
     uint64_t seq;
     struct hc_probe *probe;         /* in flight, or NULL */
+    int kept_fd;                    /* check_reuse: the last probe's
+                                       connection, or -1 */
+    struct ssl_st *kept_ssl;        /* ... and its TLS, or NULL */
     uint64_t skipped;               /* slots lost to a probe still running */
 };
 
@@ -53,6 +56,7 @@ struct hc_thread {
  * hc_probe_done(), which frees the probe and clears tg->probe. */
 void hc_probe_start(struct hc_target *tg, double lag_ms);
 void hc_probe_cancel(struct hc_probe *p);     /* stop: no result */
+void hc_probe_unkeep(struct hc_target *tg);   /* closes a kept connection */
 
 /* hc_pool.c: queues a result for main's mailbox. Health thread. */
 void hc_result_push(struct hc_thread *th, const struct hc_result *r);

@@ -198,6 +198,7 @@ hc_target_free(struct hc_target *tg)
         return;
     if (tg->probe != NULL)
         hc_probe_cancel(tg->probe);
+    hc_probe_unkeep(tg);
     if (tg->timer != NULL)
         event_free(tg->timer);
     free((char *)tg->spec.host);
@@ -219,6 +220,7 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
         return NULL;
     }
     tg->thread = th;
+    tg->kept_fd = -1;
     tg->spec = *spec;
     tg->spec.host = strdup(spec->host);
     tg->spec.path = strdup(spec->path);
@@ -231,9 +233,9 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
     }
     hc_target_sni(tg);
     n = snprintf(tg->request, sizeof(tg->request),
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\n"
                  "User-Agent: lb-health\r\nAccept: */*\r\n\r\n",
-                 tg->spec.path, tg->spec.host);
+                 tg->spec.path, tg->spec.host, spec->reuse ? "keep-alive" : "close");
     if (n < 0 || (size_t)n >= sizeof(tg->request)) {
         snprintf(err, errlen, "check request too long");
         goto fail;

@@ -9,6 +9,13 @@
  *
  * Any failure or the timeout (connect + request + status line together)
  * ends the probe with a failed result whose detail says where it stopped.
+ *
+ * check_reuse: after the status line's verdict the probe reads the rest of
+ * the answer (DRAINING); when the answer leaves the connection reusable
+ * (http_head.c) the connection is kept on the target for the next probe,
+ * which starts at SENDING. A kept connection the server closed meanwhile
+ * shows as a failed send or an EOF or reset before the first byte of the
+ * answer: the probe then connects afresh, once, within its timeout.
  * A probe never blocks its thread: every wait is an event on the thread's
  * base, so a hung server costs one socket and one timer until the timeout.
  */
@@ -40,6 +47,7 @@ enum hc_probe_state {
     HC_PROBE_TLS_HANDSHAKE,
     HC_PROBE_SENDING,
     HC_PROBE_READING,
+    HC_PROBE_DRAINING,              /* check_reuse: the rest of the answer */
 };
 
 static const char *const hc_probe_waiting_for[] = {
@@ -47,6 +55,7 @@ static const char *const hc_probe_waiting_for[] = {
     [HC_PROBE_TLS_HANDSHAKE] = "the TLS handshake",
     [HC_PROBE_SENDING] = "sending the request",
     [HC_PROBE_READING] = "the status line",
+    [HC_PROBE_DRAINING] = "the rest of the answer",
 };
 
 /* Allocated at start, freed in hc_probe_done; health thread only. */
@@ -60,6 +69,13 @@ struct hc_probe {
     size_t sent;
     size_t len;
     char line[HC_STATUS_LINE_MAX];
+    bool is_reused;                 /* on a kept connection */
+    bool has_verdict;               /* DRAINING: the status line decided */
+    bool passed;
+    char detail[HC_DETAIL_MAX];
+    struct hc_head head;
+    bool is_head_done;
+    uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
     double started_at;
@@ -69,6 +85,7 @@ struct hc_probe {
 
 static void hc_probe_on_io(evutil_socket_t fd, short what, void *arg);
 static void hc_probe_step(struct hc_probe *p);
+static void hc_probe_connect(struct hc_probe *p);
 
 static double
 hc_probe_elapsed_ms(const struct hc_probe *p)
@@ -152,11 +169,65 @@ hc_probe_ssl_error(struct hc_probe *p, char *buf, size_t len)
     return buf;
 }
 
+void
+hc_probe_unkeep(struct hc_target *tg)
+{
+    if (tg->kept_ssl != NULL)
+        SSL_free(tg->kept_ssl);
+    if (tg->kept_fd >= 0)
+        close(tg->kept_fd);
+    tg->kept_ssl = NULL;
+    tg->kept_fd = -1;
+}
+
+/* The answer was read to its end and leaves the connection reusable: the
+ * target keeps it, and the verdict goes out. */
+static void
+hc_probe_keep(struct hc_probe *p)
+{
+    struct hc_target *tg = p->tg;
+
+    tg->kept_fd = p->fd;
+    tg->kept_ssl = p->ssl;
+    p->fd = -1;
+    p->ssl = NULL;
+    hc_probe_done(p, p->passed, "%s", p->detail);
+}
+
+/* A kept connection the server had closed: connect afresh, once. */
+static void
+hc_probe_reconnect(struct hc_probe *p)
+{
+    event_del(&p->io);
+    if (p->ssl != NULL)
+        SSL_free(p->ssl);
+    close(p->fd);
+    p->ssl = NULL;
+    p->fd = -1;
+    p->is_reused = false;
+    p->sent = p->len = 0;
+    p->state = HC_PROBE_CONNECTING;
+    hc_probe_connect(p);
+}
+
+/* A read or write on a kept connection failed before any byte of the
+ * answer came: the server closed it between probes, not a verdict. */
+static bool
+hc_probe_is_stale(const struct hc_probe *p)
+{
+    return p->is_reused && (p->state == HC_PROBE_SENDING ||
+                            (p->state == HC_PROBE_READING && p->len == 0));
+}
+
 static void
 hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
 {
     struct hc_probe *p = arg;
 
+    if (p->has_verdict) {               /* only the rest of the answer is late */
+        hc_probe_done(p, p->passed, "%s", p->detail);
+        return;
+    }
     hc_probe_done(p, false, "timeout after %llu ms waiting for %s",
                   (unsigned long long)p->tg->spec.timeout_ms,
                   hc_probe_waiting_for[p->state]);
@@ -170,7 +241,6 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
     struct event_base *base = tg->thread->base;
     struct timeval tv;
     struct timespec wall;
-    char ebuf[96];
 
     if (p == NULL)
         return;     /* out of memory: this slot is lost, the next one tries */
@@ -191,6 +261,30 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
         hc_probe_done(p, false, "internal error: event_add failed");
         return;
     }
+    if (tg->kept_fd >= 0) {
+        p->fd = tg->kept_fd;
+        p->ssl = tg->kept_ssl;
+        tg->kept_fd = -1;
+        tg->kept_ssl = NULL;
+        p->is_reused = true;
+        p->state = HC_PROBE_SENDING;
+        event_assign(&p->io, base, p->fd, EV_READ | EV_WRITE | EV_ET | EV_PERSIST,
+                     hc_probe_on_io, p);
+        if (event_add(&p->io, NULL) == -1) {
+            hc_probe_done(p, false, "internal error: event_add failed");
+            return;
+        }
+        hc_probe_step(p);
+        return;
+    }
+    hc_probe_connect(p);
+}
+
+static void
+hc_probe_connect(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+    char ebuf[96];
 
     p->fd = socket(sp->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (p->fd < 0) {
@@ -201,7 +295,8 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
      * and writing: each step runs until the socket says EAGAIN (or OpenSSL
      * wants more), and the next edge moves it on. Re-arming read or write
      * per step cost 4 epoll_ctl a probe; this costs 2. */
-    event_assign(&p->io, base, p->fd, EV_READ | EV_WRITE | EV_ET | EV_PERSIST, hc_probe_on_io, p);
+    event_assign(&p->io, p->tg->thread->base, p->fd, EV_READ | EV_WRITE | EV_ET | EV_PERSIST,
+                 hc_probe_on_io, p);
     if (event_add(&p->io, NULL) == -1) {
         hc_probe_done(p, false, "internal error: event_add failed");
         return;
@@ -274,6 +369,20 @@ hc_probe_tls_want(struct hc_probe *p, int rc, const char *what)
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
         return 1;
+    default:
+        break;
+    }
+    if (hc_probe_is_stale(p)) {
+        ERR_clear_error();
+        hc_probe_reconnect(p);
+        return -1;
+    }
+    if (p->has_verdict) {               /* the rest of the answer failed */
+        ERR_clear_error();
+        hc_probe_done(p, p->passed, "%s", p->detail);
+        return -1;
+    }
+    switch (SSL_get_error(p->ssl, rc)) {
     case SSL_ERROR_ZERO_RETURN:
         hc_probe_done(p, false, "%s: connection closed", what);
         return -1;
@@ -283,44 +392,136 @@ hc_probe_tls_want(struct hc_probe *p, int rc, const char *what)
     }
 }
 
+/* One read of the answer, plain or TLS: > 0 bytes, 0 at EOF, -1 when the
+ * socket has nothing now (wait for its next edge) or the probe ended or
+ * moved on (hc_probe_tls_want, a reconnect): either way the caller returns.
+ * what names the step for the failure's detail. */
+static ssize_t
+hc_probe_recv(struct hc_probe *p, char *buf, size_t room)
+{
+    char ebuf[96];
+    ssize_t n;
+
+    if (p->ssl != NULL) {
+        ERR_clear_error();
+        n = SSL_read(p->ssl, buf, (int)room);
+        if (n <= 0 && SSL_get_error(p->ssl, (int)n) != SSL_ERROR_ZERO_RETURN) {
+            hc_probe_tls_want(p, (int)n, "TLS read");
+            return -1;
+        }
+        return n > 0 ? n : 0;
+    }
+    n = recv(p->fd, buf, room, 0);
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return -1;                      /* the next edge */
+    if (hc_probe_is_stale(p))
+        hc_probe_reconnect(p);
+    else if (p->has_verdict)
+        hc_probe_done(p, p->passed, "%s", p->detail);
+    else
+        hc_probe_done(p, false, "recv: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+    return -1;
+}
+
+/* check_reuse, after the verdict: reads the rest of the answer (its head,
+ * then Content-Length bytes of body, never past it) and keeps the
+ * connection when all of it came and it is reusable. Any doubt closes it;
+ * the verdict stands either way. */
+static void
+hc_probe_drain(struct hc_probe *p, const char *have, size_t nhave)
+{
+    ssize_t n;
+    size_t used;
+    int rc;
+
+    for (;;) {
+        if (!p->is_head_done && nhave > 0) {
+            rc = hc_head_feed(&p->head, have, nhave, &used);
+            if (rc == -1)
+                break;
+            if (rc == 1) {
+                p->is_head_done = true;
+                p->body_left = (uint64_t)p->head.content_length;
+                have += used;
+                nhave -= used;
+            } else {
+                nhave = 0;
+            }
+        }
+        if (p->is_head_done) {
+            if (nhave > p->body_left)
+                break;                  /* bytes past the answer */
+            p->body_left -= nhave;
+            if (p->body_left == 0) {
+                hc_probe_keep(p);
+                return;
+            }
+        }
+        n = hc_probe_recv(p, p->line, p->is_head_done && p->body_left < sizeof(p->line)
+                                          ? (size_t)p->body_left : sizeof(p->line));
+        if (n < 0)
+            return;
+        if (n == 0)
+            break;                      /* closed after the answer */
+        have = p->line;
+        nhave = (size_t)n;
+    }
+    hc_probe_done(p, p->passed, "%s", p->detail);
+}
+
+/* The status line decided: done, or with check_reuse on an HTTP/1.1
+ * answer, read the rest of it first. */
+static void
+hc_probe_verdict(struct hc_probe *p, bool passed, const char *detail)
+{
+    const char *eol = memchr(p->line, '\n', p->len);
+    size_t after;
+
+    if (!p->tg->spec.reuse || eol == NULL || strncmp(p->line, "HTTP/1.1 ", 9) != 0) {
+        hc_probe_done(p, passed, "%s", detail);
+        return;
+    }
+    p->has_verdict = true;
+    p->passed = passed;
+    snprintf(p->detail, sizeof(p->detail), "%s", detail);
+    p->state = HC_PROBE_DRAINING;
+    hc_head_init(&p->head);
+    after = (size_t)(eol + 1 - p->line);
+    /* The bytes after the status line are the head's first; moved to the
+     * front, since the buffer is the drain's scratch from now on. */
+    memmove(p->line, eol + 1, p->len - after);
+    p->len -= after;
+    hc_probe_drain(p, p->line, p->len);
+}
+
 /* Reads until the answer so far decides the check or the socket has
  * nothing more. The loop matters for TLS: a record may hold more than one
  * read's worth, and OpenSSL's buffer would not wake the fd again. */
 static void
 hc_probe_read_status(struct hc_probe *p)
 {
-    char detail[HC_DETAIL_MAX], ebuf[96];
-    size_t room;
+    char detail[HC_DETAIL_MAX];
     bool passed;
     ssize_t n;
 
     while (!hc_status_verdict(p->line, p->len, sizeof(p->line),
                               &p->tg->spec.expect, &passed, detail,
                               sizeof(detail))) {
-        room = sizeof(p->line) - p->len;
-        if (p->ssl != NULL) {
-            ERR_clear_error();
-            n = SSL_read(p->ssl, p->line + p->len, (int)room);
-            if (n <= 0 && SSL_get_error(p->ssl, (int)n) != SSL_ERROR_ZERO_RETURN) {
-                hc_probe_tls_want(p, (int)n, "TLS read");
-                return;
-            }
-        } else {
-            n = recv(p->fd, p->line + p->len, room, 0);
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                    return;             /* the next edge */
-                hc_probe_done(p, false, "recv: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
-                return;
-            }
-        }
-        if (n <= 0) {
-            hc_probe_done(p, false, "connection closed before the status line");
+        n = hc_probe_recv(p, p->line + p->len, sizeof(p->line) - p->len);
+        if (n < 0)
+            return;
+        if (n == 0) {
+            if (hc_probe_is_stale(p))
+                hc_probe_reconnect(p);
+            else
+                hc_probe_done(p, false, "connection closed before the status line");
             return;
         }
         p->len += (size_t)n;
     }
-    hc_probe_done(p, passed, "%s", detail);
+    hc_probe_verdict(p, passed, detail);
 }
 
 /* Moves the probe on from its current state as far as the socket allows. */
@@ -374,7 +575,11 @@ hc_probe_step(struct hc_probe *p)
                 if (n < 0) {
                     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                         return;         /* the next edge */
-                    hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+                    if (hc_probe_is_stale(p))
+                        hc_probe_reconnect(p);
+                    else
+                        hc_probe_done(p, false, "send: %s",
+                                      hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
                     return;
                 }
             }
@@ -386,6 +591,10 @@ hc_probe_step(struct hc_probe *p)
 
     case HC_PROBE_READING:
         hc_probe_read_status(p);
+        return;
+
+    case HC_PROBE_DRAINING:
+        hc_probe_drain(p, NULL, 0);
         return;
     }
 }

@@ -58,6 +58,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->timeout_ms = pc->check_timeout_ms;
     spec->verify = pc->check_verify;
     spec->ca = pc->check_ca;
+    spec->reuse = pc->check_reuse;
 }
 
 /* The check specs of every checked server of g; *out is malloc'd. */
