@@ -126,7 +126,8 @@ struct hc_head {
 void hc_head_init(struct hc_head *h);
 /* Feeds n more bytes of the head. 0: need more (all n used); 1: the head
  * ended and the connection is reusable once content_length body bytes are
- * read (*used bytes were head, the rest is body); -1: do not reuse. */
+ * read (*used bytes were head, the rest is body); -1: do not reuse (*used
+ * 0). */
 int hc_head_feed(struct hc_head *h, const char *buf, size_t n, size_t *used);
 
 /* The verdict of an HTTP check on the first len bytes of its answer, all

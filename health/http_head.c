@@ -86,6 +86,7 @@ hc_head_init(struct hc_head *h)
 int
 hc_head_feed(struct hc_head *h, const char *buf, size_t n, size_t *used)
 {
+    *used = 0;
     for (size_t i = 0; i < n; i++) {
         char c = buf[i];
 
