@@ -471,15 +471,18 @@ hc_probe_drain(struct hc_probe *p, const char *have, size_t nhave)
     hc_probe_done(p, p->passed, "%s", p->detail);
 }
 
-/* The status line decided: done, or with check_reuse on an HTTP/1.1
- * answer, read the rest of it first. */
+/* The status line decided: done, or with check_reuse on a passing HTTP/1.1
+ * answer, read the rest of it first. A failed check never keeps its
+ * connection: the next probe connects afresh, and so also tests that the
+ * server still accepts. */
 static void
 hc_probe_verdict(struct hc_probe *p, bool passed, const char *detail)
 {
     const char *eol = memchr(p->line, '\n', p->len);
     size_t after;
 
-    if (!p->tg->spec.reuse || eol == NULL || strncmp(p->line, "HTTP/1.1 ", 9) != 0) {
+    if (!p->tg->spec.reuse || !passed || eol == NULL ||
+        strncmp(p->line, "HTTP/1.1 ", 9) != 0) {
         hc_probe_done(p, passed, "%s", detail);
         return;
     }
