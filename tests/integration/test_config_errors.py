@@ -150,6 +150,33 @@ class ConfigErrorsTest(LbTestCase):
         lines[n - 1] = "balance = fastest"
         self.assertOneProblem(self.write(lines), n, ["balance", "fastest"])
 
+    def test_check_reuse_needs_http(self):
+        # check_reuse = on is accepted with http and https checks ...
+        for check in ("http", "https"):
+            lines = base_lines()
+            lines[line_of(lines, "check =") - 1] = f"check = {check}"
+            lines.append("check_reuse = on")
+            code, out, err = lb_test(self.write(lines))
+            self.assertEqual((code, out.strip()), (0, "configuration OK"),
+                             f"check = {check}: stderr {err!r}")
+        # ... and rejected with any other, at its own line, whether it comes
+        # after the check key or before it.
+        for check, before in (("tcp", False), ("none", False), ("tcp", True)):
+            with self.subTest(check=check, before=before):
+                lines = base_lines()
+                n = line_of(lines, "check =")
+                lines[n - 1] = f"check = {check}"
+                lines.insert(n - 1 if before else n, "check_reuse = on")
+                msg = self.assertOneProblem(self.write(lines), line_of(lines, "check_reuse"),
+                                            ["check_reuse"])
+                self.assertEqual(msg, "check_reuse = on needs check = http or https")
+
+    def test_check_reuse_bad_value(self):
+        lines = base_lines()
+        lines[line_of(lines, "check =") - 1] = "check = http"
+        lines.append("check_reuse = sometimes")
+        self.assertOneProblem(self.write(lines), len(lines), ["check_reuse", "sometimes"])
+
     # ------------------------------------------------------ bad: servers
 
     def test_server_without_port(self):
