@@ -44,6 +44,15 @@ Usage:
   python3 tests/bench/health_cost.py --threads 1,2 --log-levels debug --duration 20
   python3 tests/bench/health_cost.py --servers 2000 --backends 1 --keep
 
+With --check-reuse, each lb run (threads x log level) is followed by one
+with `check_reuse = on` in its pool, on backends that keep every connection
+open and answer each request on it (`HTTP/1.1 200 OK`, Content-Length 0, no
+Connection: close); it shows as "LEVEL + reuse" in the tables, and the
+comparison table gets a column of new connections per check. HAProxy runs
+as without it (on the closing backends: it opens a connection per check
+either way). Such a backend holds a listener and a kept connection per
+server, so --backends must keep that under the fd limit (2 at 10,000).
+
 Options (defaults in brackets): --lb PATH [build/lb], --servers N [10000],
 --threads LIST [1,2], --log-levels LIST [debug,info], --duration S [18],
 --warmup S [3], --backends K [2], --port-base P [20000], --pin-lb CPUS and
@@ -51,7 +60,7 @@ Options (defaults in brackets): --lb PATH [build/lb], --servers N [10000],
 backends off each other's CPU; --pin-lb pins HAProxy too), --haproxy /
 --no-haproxy [on if /usr/sbin/haproxy exists], --haproxy-bin PATH
 [/usr/sbin/haproxy], --json FILE (all numbers, per run), --keep (keep the
-work dir: configs, lb and HAProxy logs, timings).
+work dir: configs, lb and HAProxy logs, timings), --check-reuse (see above).
 
 Notes:
   - The fd hard limit here is 20000 and cannot be raised; every process
@@ -99,6 +108,8 @@ import time
 
 HOST = "127.0.0.1"
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+# --check-reuse: the backend keeps the connection and answers every request on it
+RESPONSE_KA = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 SO_TIMESTAMPNS = 35        # SO_TIMESTAMPNS_OLD on Linux (timespec of longs)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 HAPROXY = "/usr/sbin/haproxy"
@@ -114,10 +125,12 @@ def raise_fd_limit():
 
 # ================================================================ backend
 
-def backend_child(port_lo, port_hi, count, out_path):
+def backend_child(port_lo, port_hi, count, out_path, keep_alive=False):
     """Listen on `count` ports in [port_lo, port_hi); print {"ports": [...]}
     on stdout; answer until "dump" (write the timings to out_path, exit) or
-    EOF (exit) on stdin; "count" prints the number of requests so far."""
+    EOF (exit) on stdin; "count" prints the number of requests so far.
+    keep_alive (--check-reuse): answer RESPONSE_KA and keep the connection,
+    answering every further request on it until the client closes it."""
     soft, hard = raise_fd_limit()
     lsocks, ports = [], []
     port = port_lo
@@ -164,17 +177,20 @@ def backend_child(port_lo, port_hi, count, out_path):
     arr_a = array.array("d")        # kernel arrival, monotonic seconds
     proc_a = array.array("d")       # when the backend handled it
     empty_a = array.array("d")      # connections closed before any request
+    accept_a = array.array("d")     # when each connection was accepted
     pending = {}                    # fd -> (sock, idx, bytes) partial requests
+    kept = {}                       # keep_alive: fd -> [sock, idx, bytes] answered, kept open
     busy = 0.0
     busy_marks = array.array("d")   # (mono, cumulative busy) about every 0.5 s
     next_mark = time.monotonic()
     stats = {"accepts": 0, "requests": 0, "partial": 0, "empty": 0,
-             "errors": 0, "max_batch": 0, "no_stamp": 0, "max_pending": 0}
+             "errors": 0, "max_batch": 0, "no_stamp": 0, "max_pending": 0,
+             "kept_closed": 0, "max_kept": 0}
     monotonic = time.monotonic
     MSG_DONTWAIT = socket.MSG_DONTWAIT
     unpack = struct.unpack
 
-    def finish(sock, idx, data, anc, now):
+    def record(idx, anc, now):
         stamp = None
         for lvl, typ, cdata in anc:
             if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(cdata) >= 16:
@@ -187,6 +203,22 @@ def backend_child(port_lo, port_hi, count, out_path):
         arr_a.append(stamp)
         proc_a.append(now)
         stats["requests"] += 1
+
+    def finish(sock, idx, data, anc, now):
+        record(idx, anc, now)
+        if keep_alive:
+            try:
+                sock.send(RESPONSE_KA, MSG_DONTWAIT)
+            except OSError:
+                stats["errors"] += 1
+                sock.close()
+                return
+            sock.setblocking(False)
+            kept[sock.fileno()] = [sock, idx, b""]
+            ep.register(sock.fileno(), select.EPOLLIN)
+            if len(kept) > stats["max_kept"]:
+                stats["max_kept"] = len(kept)
+            return
         try:
             sock.send(RESPONSE, MSG_DONTWAIT)
         except OSError:
@@ -211,6 +243,7 @@ def backend_child(port_lo, port_hi, count, out_path):
                         stats["errors"] += 1
                         break
                     stats["accepts"] += 1
+                    accept_a.append(monotonic())
                     try:
                         data, anc, _, _ = c.recvmsg(4096, 64, MSG_DONTWAIT)
                     except BlockingIOError:
@@ -251,6 +284,7 @@ def backend_child(port_lo, port_hi, count, out_path):
                         meta = dict(stats, ports=ports, busy_s=busy,
                                     rt_offset_drift_us=(off1 - off0) * 1e6,
                                     n=len(idx_a), marks=len(busy_marks),
+                                    n_accepts=len(accept_a), keep_alive=keep_alive,
                                     empty_times=list(empty_a))
                         head = json.dumps(meta).encode()
                         f.write(struct.pack("<I", len(head)) + head)
@@ -258,8 +292,34 @@ def backend_child(port_lo, port_hi, count, out_path):
                         f.write(arr_a.tobytes())
                         f.write(proc_a.tobytes())
                         f.write(busy_marks.tobytes())
+                        f.write(accept_a.tobytes())
                     os.write(1, b"dumped\n")
                     return 0
+            elif fd in kept:
+                ent = kept[fd]
+                try:
+                    more, anc2, _, _ = ent[0].recvmsg(4096, 64, MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    more = None
+                    stats["errors"] += 1
+                if not more:
+                    # the client closed (lb after a failed check or at exit)
+                    if more is not None:
+                        stats["kept_closed"] += 1
+                    del kept[fd]
+                    ep.unregister(fd)
+                    ent[0].close()
+                    continue
+                ent[2] += more
+                if ent[2].endswith(b"\r\n\r\n"):
+                    ent[2] = b""
+                    record(ent[1], anc2, monotonic())
+                    try:
+                        ent[0].send(RESPONSE_KA, MSG_DONTWAIT)
+                    except OSError:
+                        stats["errors"] += 1
             else:
                 c, idx, data, anc = pending.pop(fd)
                 ep.unregister(fd)
@@ -311,15 +371,20 @@ def read_dump(path):
     pos += 8 * n
     marks = array.array("d")
     marks.frombytes(blob[pos:pos + 8 * meta["marks"]])
+    pos += 8 * meta["marks"]
+    acc = array.array("d")
+    acc.frombytes(blob[pos:pos + 8 * meta.get("n_accepts", 0)])
+    meta["accept_times"] = acc
     return meta, idx, arr, proc, marks
 
 
 class Backend:
-    def __init__(self, i, port_lo, port_hi, count, workdir, cpus=None):
+    def __init__(self, i, port_lo, port_hi, count, workdir, cpus=None, keep_alive=False):
         self.out = os.path.join(workdir, "backend%d.bin" % i)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--backend-child",
-             str(port_lo), str(port_hi), str(count), self.out],
+             str(port_lo), str(port_hi), str(count), self.out]
+            + (["keep-alive"] if keep_alive else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         line = self.proc.stdout.readline()
@@ -529,7 +594,7 @@ def free_port(avoid):
     raise RuntimeError("no free port")
 
 
-def write_config(path, threads, log_level, ports, fe_port, admin_port):
+def write_config(path, threads, log_level, ports, fe_port, admin_port, reuse=False):
     lines = [
         "; written by tests/bench/health_cost.py",
         "[global]",
@@ -553,6 +618,8 @@ def write_config(path, threads, log_level, ports, fe_port, admin_port):
         "check_interval = 1s",
         "check_timeout = 1s",
     ]
+    if reuse:
+        lines.append("check_reuse = on")
     for i, p in enumerate(ports):
         lines.append("server = s%05d %s:%d" % (i, HOST, p))
     text = "\n".join(lines) + "\n"
@@ -655,10 +722,13 @@ def wait_checks(proc, backends, log_path, timeout):
     raise RuntimeError("no check from haproxy after %ss; see %s" % (timeout, log_path))
 
 
-def run_one(args, proxy, threads, log_level, workdir):
+def run_one(args, proxy, threads, log_level, workdir, reuse=False):
     """proxy: "lb" (threads = [health] threads, log_level its log_level) or
-    "haproxy" (threads = nbthread, log_level None)."""
+    "haproxy" (threads = nbthread, log_level None). reuse (lb only):
+    `check_reuse = on`, on backends that keep their connections."""
     tag = "t%d-%s" % (threads, log_level) if proxy == "lb" else "haproxy-t%d" % threads
+    if reuse:
+        tag += "-reuse"
     per = [args.servers // args.backends + (1 if i < args.servers % args.backends else 0)
            for i in range(args.backends)]
     backends, proc = [], None
@@ -666,7 +736,7 @@ def run_one(args, proxy, threads, log_level, workdir):
         lo = args.port_base
         for i, n in enumerate(per):
             hi = lo + int(n * 1.25) + 100
-            backends.append(Backend(i, lo, hi, n, workdir, args.pin_backends))
+            backends.append(Backend(i, lo, hi, n, workdir, args.pin_backends, keep_alive=reuse))
             lo = hi
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             eph_lo = int(f.read().split()[0])
@@ -685,7 +755,7 @@ def run_one(args, proxy, threads, log_level, workdir):
         stats_sock = os.path.join(workdir, "%s.sock" % tag)
         if proxy == "lb":
             conf = os.path.join(workdir, "lb-%s.ini" % tag)
-            write_config(conf, threads, log_level, ports, fe_port, admin_port)
+            write_config(conf, threads, log_level, ports, fe_port, admin_port, reuse)
             cmd = [args.lb, "-c", conf]
         else:
             conf = os.path.join(workdir, "%s.cfg" % tag)
@@ -747,8 +817,10 @@ def run_one(args, proxy, threads, log_level, workdir):
         rc = proc.returncode
         proc = None
         dumps = [b.dump() for b in backends]
-        return analyse(args, proxy, tag, threads, log_level, s0, s1, samples, fd_max,
-                       dumps, log_path, hstat, t_ready - t_start, net0, net1, rc)
+        res = analyse(args, proxy, tag, threads, log_level, s0, s1, samples, fd_max,
+                      dumps, log_path, hstat, t_ready - t_start, net0, net1, rc)
+        res["reuse"] = reuse
+        return res
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -835,14 +907,18 @@ def analyse(args, proxy, tag, threads, log_level, s0, s1, samples, fd_max, dumps
         inw = [x for x in m if t0 <= x[0] <= t1]
         if len(inw) >= 2:
             busy = 100.0 * (inw[-1][1] - inw[0][1]) / (inw[-1][0] - inw[0][0])
-        bstats.append({k: meta[k] for k in ("accepts", "requests", "partial", "empty",
-                                            "errors", "max_batch", "no_stamp",
-                                            "max_pending", "rt_offset_drift_us")}
+        bstats.append({k: meta.get(k) for k in ("accepts", "requests", "partial", "empty",
+                                                "errors", "max_batch", "no_stamp",
+                                                "max_pending", "rt_offset_drift_us",
+                                                "kept_closed", "max_kept")}
                       | {"ports": len(meta["ports"]), "ports_checked": ports_seen,
                          "empty_in_window": sum(1 for x in meta["empty_times"] if t0 <= x <= t1),
                          "empty_after_window": sum(1 for x in meta["empty_times"] if x > t1),
                          "loop_busy_pct": busy})
     res["backend"] = bstats
+    res["accepts_in_window"] = sum(sum(1 for x in meta["accept_times"] if t0 <= x <= t1)
+                                   for meta, _, _, _, _ in dumps)
+    res["conns_per_check"] = res["accepts_in_window"] / max(1, window_requests)
     res["backend_checks_per_s"] = window_requests / win
     # both proxies' checks counted alike: requests the backends got in the window
     res["health_us_per_check"] = 1e6 * health / CLK_TCK / max(1, window_requests)
@@ -893,6 +969,11 @@ def f1(x):
     return "-" if x is None else "%.1f" % x
 
 
+def log_label(r):
+    """The log column: lb's log level, "+ reuse" for a --check-reuse run."""
+    return (r["log_level"] or "-") + (" + reuse" if r.get("reuse") else "")
+
+
 def print_tables(results):
     """lb's runs in detail (the HAProxy runs are in print_comparison)."""
     results = [r for r in results if r["proxy"] == "lb"]
@@ -906,7 +987,7 @@ def print_tables(results):
         lag = r["lb_log"]["lag_ms"]
         lag_s = "%s / %s / %s" % (f1(lag["p50"]), f1(lag["p99"]), f1(lag["max"])) if lag else "n/a (info)"
         print("| %d | %s | %.1f (%s) | %.1f | %.0f | %s / %s / %s / %s | %+.1f | %s | %s | %d |" % (
-            r["threads"], r["log_level"], r["health_cpu_pct"],
+            r["threads"], log_label(r), r["health_cpu_pct"],
             ", ".join("%.1f" % x for x in r["health_cpu_pct_per_thread"]),
             r["proc_cpu_pct"], r["backend_checks_per_s"],
             f1(iv.get("min")), f1(iv.get("p50")), f1(iv.get("p99")), f1(iv.get("max")),
@@ -924,7 +1005,7 @@ def print_tables(results):
         q = r["backend_queue_ms"]
         q_s = "%s / %s / %s" % (f1(q["p50"]), f1(q["p99"]), f1(q["max"])) if q else "-"
         print("| %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %d | %.0f | %.0f | %.1f |" % (
-            r["threads"], r["log_level"],
+            r["threads"], log_label(r),
             ", ".join("%s %.1f" % kv for kv in sorted(r["lb_other_threads_cpu_pct"].items())),
             d_s, ", ".join("%.0f" % x for x in r["backend_cpu_pct"]),
             ", ".join(f1(b["loop_busy_pct"]) for b in r["backend"]), q_s,
@@ -944,6 +1025,12 @@ def print_tables(results):
                                                             lg["server_up_at_s"]))
         if r["servers_never_checked"]:
             notes.append("%d servers never checked" % r["servers_never_checked"])
+        if r.get("reuse"):
+            notes.append("check_reuse = on: %d connections accepted in the window for %d checks "
+                         "(%.3f per check), %d kept connections at most, %d closed by lb"
+                         % (r["accepts_in_window"], r["backend_checks_per_s"] * r["window_s"],
+                            r["conns_per_check"], sum(b["max_kept"] for b in r["backend"]),
+                            sum(b["kept_closed"] for b in r["backend"])))
         net = {k: v for k, v in r["net"].items() if v}
         if net:
             notes.append("kernel counters: %s" % net)
@@ -977,20 +1064,24 @@ def print_comparison(results):
     hap = {r["threads"]: r for r in results if r["proxy"] == "haproxy"}
     if not hap:
         return
+    # --check-reuse runs add a column: new connections per check
+    reuse = any(r.get("reuse") for r in results)
     print()
     print("| proxy | threads | log | checks/s | health CPU % | health CPU us/check | "
           "process CPU % | process CPU us/check | failed checks (window) | "
-          "interval p50 / p99 / max ms | softirq CPU % | other procs CPU % | fds (max sampled) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "interval p50 / p99 / max ms | softirq CPU % | other procs CPU % | fds (max sampled) |"
+          + (" connections / check |" if reuse else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if reuse else ""))
     for r in results:
         iv = r["interval_ms"] or {}
         fw = r["failed_in_window"]
         print("| %s | %d | %s | %.0f | %.1f | %.2f | %.1f | %.2f | %s | %s / %s / %s | %.0f | %.0f | %d |" % (
-            r["proxy"], r["threads"], r["log_level"] or "-", r["backend_checks_per_s"],
+            r["proxy"], r["threads"], log_label(r), r["backend_checks_per_s"],
             r["health_cpu_pct"], r["health_us_per_check"], r["proc_cpu_pct"],
             r["proc_us_per_check"], "n/a (info)" if fw is None else str(fw),
             f1(iv.get("p50")), f1(iv.get("p99")), f1(iv.get("max")),
-            r["machine_irq_pct"], r["other_cpu_pct"], r["fd_max_sampled"]))
+            r["machine_irq_pct"], r["other_cpu_pct"], r["fd_max_sampled"])
+            + (" %.3f |" % r["conns_per_check"] if reuse else ""))
     print()
     print("| lb threads | log | HAProxy nbthread | lb health threads / HAProxy, per check | "
           "lb process / HAProxy, per check |")
@@ -1000,7 +1091,7 @@ def print_comparison(results):
         if r["proxy"] != "lb" or h is None:
             continue
         print("| %d | %s | %d | %.2fx | %.2fx |" % (
-            r["threads"], r["log_level"], h["threads"],
+            r["threads"], log_label(r), h["threads"],
             r["health_us_per_check"] / h["proc_us_per_check"],
             r["proc_us_per_check"] / h["proc_us_per_check"]))
     print()
@@ -1027,7 +1118,8 @@ def print_comparison(results):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--backend-child":
         lo, hi, n, out = sys.argv[2:6]
-        return backend_child(int(lo), int(hi), int(n), out)
+        return backend_child(int(lo), int(hi), int(n), out,
+                             keep_alive=sys.argv[6:7] == ["keep-alive"])
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lb", default=os.path.join(REPO, "build", "lb"))
@@ -1049,13 +1141,23 @@ def main():
                     help="CPU list for the backend processes, e.g. 1")
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--check-reuse", action="store_true",
+                    help="also run lb with check_reuse = on, on backends that keep "
+                         "their connections (an extra row against HAProxy)")
     args = ap.parse_args()
 
     if not os.access(args.lb, os.X_OK):
         sys.exit("no lb binary at %s: build it first (see the usage at the top)" % args.lb)
     if args.haproxy and not os.access(args.haproxy_bin, os.X_OK):
         sys.exit("no haproxy at %s (--no-haproxy to skip it)" % args.haproxy_bin)
-    raise_fd_limit()
+    soft, _ = raise_fd_limit()
+    if args.check_reuse:
+        # a keep-alive backend holds a listener and a kept connection per server
+        per = -(-args.servers // args.backends)
+        if 2 * per + 100 > soft:
+            sys.exit("--check-reuse: a backend of %d servers needs %d fds (a listener and a "
+                     "kept connection each), the limit is %d: use more --backends"
+                     % (per, 2 * per + 100, soft))
     workdir = tempfile.mkdtemp(prefix="lb-health-bench-")
     results = []
     try:
@@ -1066,6 +1168,12 @@ def main():
                       file=sys.stderr, flush=True)
                 results.append(run_one(args, "lb", th, level, workdir))
                 time.sleep(2)       # let the TIME_WAIT/backlog state of one run settle
+                if args.check_reuse:
+                    print("run: threads=%d log_level=%s check_reuse=on servers=%d backends=%d "
+                          "duration=%.0fs ..." % (th, level, args.servers, args.backends,
+                                                  args.duration), file=sys.stderr, flush=True)
+                    results.append(run_one(args, "lb", th, level, workdir, reuse=True))
+                    time.sleep(2)
         if args.haproxy:
             for th in sorted({int(x) for x in args.threads.split(",")}):
                 print("run: haproxy nbthread=%d servers=%d backends=%d duration=%.0fs ..."
