@@ -1027,7 +1027,7 @@ def print_tables(results):
             notes.append("%d servers never checked" % r["servers_never_checked"])
         if r.get("reuse"):
             notes.append("check_reuse = on: %d connections accepted in the window for %d checks "
-                         "(%.3f per check), %d kept connections at most, %d closed by lb"
+                         "(%.3f per check), %d kept connections at most, %d closed by lb (at its exit too)"
                          % (r["accepts_in_window"], r["backend_checks_per_s"] * r["window_s"],
                             r["conns_per_check"], sum(b["max_kept"] for b in r["backend"]),
                             sum(b["kept_closed"] for b in r["backend"])))

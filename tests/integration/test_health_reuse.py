@@ -12,7 +12,8 @@ per check otherwise, as with `check_reuse = off` (the default).
   failed check; one that answers Connection: close is not reused at all;
 - a server that stops answering on the kept connection fails its checks by
   timeout and goes down as fast as without reuse; each failed check closes
-  the kept connection and the next probe connects afresh;
+  the kept connection and the next probe connects afresh, also when the
+  failing answer (a 500) would have left the connection reusable;
 - the trade-off, documented by test_listener_closed_is_missed: a server that
   no longer accepts new connections but still serves the kept one stays up
   with reuse on, and goes down with reuse off.
@@ -46,6 +47,8 @@ class KeepAliveBackend:
                    next request on the same connection;
       close_after  the same answer (no Connection: close), then closes;
       conn_close   the same answer with Connection: close, then closes;
+      status500    500 with Content-Length: 2 and a body (a reusable answer
+                   that fails the check), then waits for the next request;
       hang         no answer: reads on until the client closes.
 
     close_listener() stops accepting (new connects are refused) while the
@@ -145,9 +148,10 @@ class KeepAliveBackend:
                         pass
                     return
                 extra = b"Connection: close\r\n" if mode == "conn_close" else b""
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s"
-                             % (len(BODY), extra, BODY))
-                if mode != "keep":
+                status = (b"500 Internal Server Error" if mode == "status500" else b"200 OK")
+                conn.sendall(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n%s"
+                             % (status, len(BODY), extra, BODY))
+                if mode not in ("keep", "status500"):
                     return
         except (OSError, socket.timeout):
             pass                # resets are lb's business here
@@ -320,6 +324,31 @@ class HealthReuseTest(LbTestCase):
         self.assert_all_passed(evs, "after recovery")
         self.assertLessEqual(b.accepted - acc0, 2,
                              "reuse did not resume after the server recovered")
+
+    def test_failed_status_closes_kept_connection(self):
+        # A 500 that is otherwise a reusable answer: the check fails, and a
+        # failed check closes the kept connection, so every probe after a
+        # failed one connects afresh.
+        b = self.ka("e500")
+        lb = self.lb_pools([("on", [("s", b)], dict(HTTP, check_reuse="on", rise=1, fall=1))],
+                           log_level="debug")
+        wait_checks(lb, "on", 3)
+        self.assertEqual(b.accepted, 1)
+        n0 = len(checks(lb, "on"))
+        b.mode = "status500"
+        lb.wait_event("server_down", timeout=WAIT, server="s")
+        evs = wait_checks(lb, "on", 10, after=n0)
+        acc = b.accepted
+        failed = [e for e in checks(lb, "on")[n0:] if e["result"] == "failed"]
+        self.assertGreaterEqual(len(failed), 8, evs)
+        for e in failed:
+            self.assertIn("500", e.get("detail", ""), e)
+        # The first failed check ran on the kept connection (1); each later
+        # one on a connection of its own (one more may be in flight).
+        self.assertGreaterEqual(acc - 1, len(failed) - 2,
+                                f"{len(failed)} failed checks on {acc} connections "
+                                f"({b.requests} requests): failed checks kept their connection")
+        wait_for(lambda: b.ended(1), harness.HC_SLACK, "lb to close the kept connection")
 
     def test_listener_closed_is_missed(self):
         """The trade-off of check_reuse, documented: a server that accepts no
