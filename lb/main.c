@@ -160,7 +160,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
 
     d->limit.max = c->global.max_connections;
     d->started_at = lb_wall_now();
-    d->base = event_base_new();
+    d->base = lb_base_new();
     d->workers = calloc(d->nworkers, sizeof(*d->workers));
     if (d->base == NULL || d->workers == NULL) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");

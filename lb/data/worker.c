@@ -163,9 +163,9 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->gen = g;
     lb_gen_ref(g);
     w->io_fd = epoll_create1(EPOLL_CLOEXEC);
-    w->base = event_base_new();
+    w->base = lb_base_new();
     if (w->base == NULL || w->io_fd == -1) {
-        snprintf(err, errlen, "%s failed: %s", w->base == NULL ? "event_base_new" : "epoll_create1",
+        snprintf(err, errlen, "%s failed: %s", w->base == NULL ? "lb_base_new" : "epoll_create1",
                  strerror(errno));
         return -1;
     }

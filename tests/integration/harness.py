@@ -975,11 +975,10 @@ HEALTH_EVENTS = ("check", "server_down", "server_up")
 # Lower bounds need no such slack: load cannot make anything earlier.
 HC_SLACK = 0.75 if SANITIZED else 0.5
 
-# lb's own timers (connect_timeout, shutdown_timeout, ...) run on libevent's
-# default clock, CLOCK_MONOTONIC_COARSE, which lags the precise clock the
-# tests read by up to one kernel tick (4 ms at HZ=250): such a timer can fire
-# up to one tick before its duration has passed on the tests' clock. That is
-# the only allowance a lower bound from the contract gets for these timers.
+# lb's own timers (connect_timeout, shutdown_timeout, ...) run on the precise
+# monotonic clock (lb_base_new). The allowance of one kernel tick stays for
+# the tests' own clock reads and the log's millisecond timestamps; it is the
+# only allowance a lower bound from the contract gets for these timers.
 try:
     TIMER_TICK = time.clock_getres(getattr(time, "CLOCK_MONOTONIC_COARSE", 6))
 except OSError:
