@@ -151,12 +151,52 @@ test_wakeups_and_drop(void)
     event_base_free(base);
 }
 
+struct batches {
+    size_t calls, n, out_of_order;
+};
+
+static void
+record_batches(void *msgs, size_t n, void *arg)
+{
+    struct batches *b = arg;
+    const int *m = msgs;
+
+    b->calls++;
+    for (size_t i = 0; i < n; i++)
+        b->out_of_order += m[i] != (int)(b->n + i);
+    b->n += n;
+}
+
+/* lb_mailbox_post_n: a run of messages, behind what is queued already, in
+ * order, in one batch; runs longer than the queue's room grow it. */
+static void
+test_post_n(void)
+{
+    struct event_base *base = event_base_new();
+    struct batches b = { 0 };
+    struct lb_mailbox *mb = lb_mailbox_new(base, sizeof(int), record_batches, &b);
+    int run[1000];
+
+    for (int i = 0; i < 1000; i++)
+        run[i] = i + 1;
+    CHECK_EQ_INT(lb_mailbox_post(mb, &(int){ 0 }), 0);
+    CHECK_EQ_INT(lb_mailbox_post_n(mb, run, 5), 0);
+    CHECK_EQ_INT(lb_mailbox_post_n(mb, run + 5, 995), 0);
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    CHECK_EQ_INT(b.calls, 1);
+    CHECK_EQ_INT(b.n, 1001);
+    CHECK_EQ_INT(b.out_of_order, 0);
+    lb_mailbox_free(mb, NULL, NULL);
+    event_base_free(base);
+}
+
 int
 main(void)
 {
     evthread_use_pthreads();
     test_many_posters();
     test_wakeups_and_drop();
+    test_post_n();
     libevent_global_shutdown();
     return CHECK_DONE();
 }
