@@ -70,6 +70,7 @@ struct lb_reload_run {
                                            the new ones warm */
     struct lb_gen *old;                 /* warming: the generation the
                                            workers still run (a reference) */
+    bool is_warm_over;                  /* the workers were told to switch */
     uint64_t warm_ms;                   /* how long the warm-up took */
 };
 
@@ -298,26 +299,27 @@ lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run)
 }
 
 /* Ends the warm-up once no new server waits for its first probe, or at
- * its bound: the removed servers leave rotation and drain, and the workers
- * switch. Main thread, after health verdicts and on the warm timer. */
+ * its bound: the workers switch, and once they all have, the removed
+ * servers leave rotation and drain (lb_reload_finish_if_switched). In the
+ * other order a worker still on the old generation would find its pool
+ * empty for the moment its switch takes: a blue/green switch refused a
+ * client that way. Main thread, after health verdicts and on the warm
+ * timer. */
 void
 lb_reload_warm_check(struct lb_daemon *d, bool is_bound)
 {
     struct lb_reload_run *run = d->reload_run;
-    size_t held;
+    bool is_warming;
 
-    if (run == NULL || run->old == NULL)
+    if (run == NULL || run->old == NULL || run->is_warm_over)
         return;
     pthread_mutex_lock(&d->state_lock);
-    if (!is_bound && lb_gen_is_warming(d->gen)) {
-        pthread_mutex_unlock(&d->state_lock);
-        return;
-    }
-    lb_gen_decide(d, d->gen, run->old, false, &held);
+    is_warming = lb_gen_is_warming(d->gen);
     pthread_mutex_unlock(&d->state_lock);
+    if (!is_bound && is_warming)
+        return;
     event_del(d->warm_ev);
-    lb_gen_unref(run->old);
-    run->old = NULL;
+    run->is_warm_over = true;
     run->warm_ms = lb_mono_ms() - run->started_ms;
     lb_reload_publish(d, run);
     lb_reload_finish_if_switched(d);
@@ -347,9 +349,17 @@ static void
 lb_reload_finish_if_switched(struct lb_daemon *d)
 {
     struct lb_reload_run *run = d->reload_run;
+    size_t held;
 
     if (run->switched < d->nworkers)
         return;
+    if (run->old != NULL) {             /* a warm-up's end: see there */
+        pthread_mutex_lock(&d->state_lock);
+        lb_gen_decide(d, d->gen, run->old, false, &held);
+        pthread_mutex_unlock(&d->state_lock);
+        lb_gen_unref(run->old);
+        run->old = NULL;
+    }
     d->reload_run = NULL;
     /* Every worker has switched: without open connections the old
      * generation goes now, not at the next cleanup. */
