@@ -61,25 +61,6 @@ static void hc_thread_on_msgs(void *msgs, size_t n, void *arg);
 static void hc_thread_flush(evutil_socket_t fd, short what, void *arg);
 static void hc_target_arm(struct hc_target *tg, uint64_t now);
 
-/* No time cache: libevent would otherwise arm every timer of a busy loop
- * pass against the time the pass began, so a probe started late in a pass
- * would time out early by as much, and the next slot would be planned early.
- * A health thread arms a timer or two per probe: the clock reads are cheap
- * next to the connect. */
-static struct event_base *
-hc_base_new(void)
-{
-    struct event_config *cfg = event_config_new();
-    struct event_base *base;
-
-    if (cfg == NULL)
-        return NULL;
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
-    base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
-}
-
 struct hc *
 hc_new(unsigned threads, struct lb_mailbox *results, char *err, size_t errlen)
 {
@@ -103,7 +84,12 @@ hc_new(unsigned threads, struct lb_mailbox *results, char *err, size_t errlen)
 
         th->hc = hc;
         th->index = i;
-        th->base = hc_base_new();
+        /* No time cache: libevent would otherwise arm every timer of a
+         * busy loop pass against the time the pass began, so a probe
+         * started late in a pass would time out early by as much, and the
+         * next slot would be planned early. A health thread arms a timer or
+         * two per probe: the clock reads are cheap next to the connect. */
+        th->base = lb_base_new(EVENT_BASE_FLAG_NO_CACHE_TIME);
         if (th->base != NULL) {
             th->mailbox = lb_mailbox_new(th->base, sizeof(struct hc_msg), hc_thread_on_msgs, th);
             th->flush_ev = evtimer_new(th->base, hc_thread_flush, th);

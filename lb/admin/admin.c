@@ -716,7 +716,7 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     }
     d->admin = a;
     a->d = d;
-    a->base = event_base_new();
+    a->base = lb_base_new(0);
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;
     a->stop_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_stop, a) : NULL;
     if (a->http == NULL || a->stop_ev == NULL) {

@@ -26,9 +26,9 @@ struct event_base;
 uint64_t lb_mono_ms(void);
 double lb_wall_now(void);
 
-/* An event_base whose timers run on the precise monotonic clock (main's
- * and the workers'). NULL when out of memory. */
-struct event_base *lb_base_new(void);
+/* An event_base with libevent's EVENT_BASE_FLAG_* flags (each caller says
+ * why its own). NULL when out of memory. */
+struct event_base *lb_base_new(int flags);
 
 /* ms as the struct timeval libevent's timers take. */
 static inline struct timeval

@@ -40,21 +40,16 @@ lb_wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* libevent's default timer clock is CLOCK_MONOTONIC_COARSE, which advances
- * by kernel ticks and, on a tickless kernel whose CPUs were idle, can lag
- * more than one: shutdown_timeout = 1s was seen closing connections after
- * 994 ms. Deadlines an operator sets (shutdown, connect, idle and queue
- * timeouts) are kept on the precise clock; it is read once or twice a loop
- * turn, through the vDSO. */
 struct event_base *
-lb_base_new(void)
+lb_base_new(int flags)
 {
     struct event_config *cfg = event_config_new();
     struct event_base *base;
 
     if (cfg == NULL)
         return NULL;
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    if (flags != 0)
+        event_config_set_flag(cfg, flags);
     base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     return base;

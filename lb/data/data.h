@@ -78,6 +78,7 @@ struct lb_worker {
     struct event *io_ev;                /* io_fd readable: lb_session_dispatch */
     struct event *again_ev;             /* lb_session_on_again, next turn */
     struct lb_session *again;           /* sessions with reads left (budget) */
+    bool is_io_more;                    /* io_fd had more than one batch */
     struct lb_session *dead;            /* ended during the dispatch */
     bool is_dispatching;
     bool is_stopping;
@@ -175,7 +176,8 @@ void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
 /* The worker's io_ev callback: runs the events of the sessions' sockets.
  * Worker thread. */
 void lb_session_dispatch(int fd, short what, void *arg);
-/* The worker's again_ev callback: reads on where a read budget ran out. */
+/* The worker's again_ev callback: reads on where a read budget ran out,
+ * and takes the batch after a full one. */
 void lb_session_on_again(int fd, short what, void *arg);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on

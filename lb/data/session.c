@@ -117,6 +117,7 @@ struct lb_session {
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
     uint64_t attempt_ms;            /* when this attempt's connect began */
+    uint64_t due_ms;                /* when the armed timer is due */
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
                                        way: closes when it arrives */
@@ -148,14 +149,17 @@ static void lb_session_on_io(struct lb_session *s, bool is_server, uint32_t even
 static void lb_session_finish(struct lb_session *s, const char *reason);
 static void lb_session_read_again(struct lb_session *s, uint8_t half);
 
-static uint64_t
-lb_session_now_ms(struct lb_session *s)
+/* Arms the session's one timer ms from now. The workers' loops run on
+ * libevent's coarse clock (its precise one costs a timerfd_settime every
+ * loop turn), which can fire a timer some ms early; the deadline is kept
+ * on the precise clock and lb_session_on_timer waits out the rest. */
+static int
+lb_session_arm(struct lb_session *s, uint64_t ms)
 {
-    struct timeval tv;
+    struct timeval tv = lb_tv_ms(ms);
 
-    /* The time the loop cached when it woke: no syscall per read. */
-    event_base_gettimeofday_cached(s->w->base, &tv);
-    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+    s->due_ms = lb_mono_ms() + ms;
+    return event_add(&s->timer, &tv);
 }
 
 static void
@@ -204,7 +208,7 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
     lb_net_addr_text(client, s->client_text, sizeof(s->client_text));
     if (pool->bal->algo == BAL_ALGO_SOURCE)
         s->client_hash = lb_session_client_hash(client);
-    s->started_ms = s->last_active_ms = lb_session_now_ms(s);
+    s->started_ms = s->last_active_ms = lb_mono_ms();
     /* No TCP_NODELAY here: Linux copies it from the listening socket. */
 
     /* Assigned once here, so finish can event_del it whatever state the
@@ -291,8 +295,6 @@ lb_session_watch(struct lb_session *s, int fd, uintptr_t side)
 static void
 lb_session_relay_start(struct lb_session *s, uint32_t events)
 {
-    struct timeval idle = lb_tv_ms(s->pool->conf->idle_timeout_ms);
-
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
     atomic_fetch_add_explicit(&s->server->b->total_connections, 1, memory_order_relaxed);
@@ -307,10 +309,11 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
                               .is_upstream = true, .is_splice = is_splice };
     s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
                                 .is_splice = is_splice };
-    s->last_active_ms = lb_session_now_ms(s);
+    s->last_active_ms = lb_mono_ms();
     /* Adding the client reports what is pending on it already (the request
      * that came with the connection). */
-    if (lb_session_watch(s, s->cfd, 0) == -1 || event_add(&s->timer, &idle) == -1) {
+    if (lb_session_watch(s, s->cfd, 0) == -1 ||
+        lb_session_arm(s, s->pool->conf->idle_timeout_ms) == -1) {
         lb_session_finish(s, "event_add failed");
         return;
     }
@@ -341,11 +344,10 @@ lb_session_pick(struct lb_session *s, bool *is_again)
     if (idx >= 0 && *is_again && !s->is_paused) {
         /* A server this client already tried: wait a little first, without
          * holding its slot, so the retries of a burst spread out. */
-        struct timeval tv = lb_tv_ms(bal_retry_pause_ms(c, s->nagain + 1));
-
         lb_queue_release_slot(s->pool, (size_t)idx);
         s->is_paused = true;
-        idx = event_add(&s->timer, &tv) == 0 ? LB_PICK_PAUSED : BAL_PICK_NONE;
+        idx = lb_session_arm(s, bal_retry_pause_ms(c, s->nagain + 1)) == 0 ? LB_PICK_PAUSED
+                                                                            : BAL_PICK_NONE;
     }
     bal_cursor_free(tmp);
     return idx;
@@ -360,7 +362,6 @@ lb_session_try(struct lb_session *s, int idx)
 {
     const struct conf_pool *pc = s->pool->conf;
     struct lb_server *srv = &s->pool->servers[idx];
-    struct timeval tv;
     char qbuf[128];
     int fd;
 
@@ -392,8 +393,8 @@ lb_session_try(struct lb_session *s, int idx)
     if (errno == EINPROGRESS) {
         /* The socket turns writable when the connect is done, either way;
          * the same registration then serves the relay. */
-        tv = lb_tv_ms(pc->connect_timeout_ms);
-        if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 || event_add(&s->timer, &tv) != 0)
+        if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 ||
+            lb_session_arm(s, pc->connect_timeout_ms) != 0)
             lb_session_finish(s, "epoll_ctl failed");
         return true;
     }
@@ -410,11 +411,10 @@ static void
 lb_session_queue(struct lb_session *s)
 {
     const struct conf_pool *pc = s->pool->conf;
-    struct timeval tv = lb_tv_ms(pc->queue_timeout_ms);
 
     s->wait = (struct lb_waiter){ .w = s->w, .pool = s->pool, .since_ms = lb_mono_ms(),
                                   .granted = -1 };
-    if (event_add(&s->timer, &tv) != 0) {
+    if (lb_session_arm(s, pc->queue_timeout_ms) != 0) {
         lb_session_finish(s, "event_add failed");
         return;
     }
@@ -542,7 +542,6 @@ lb_session_syn_grace(struct lb_session *s)
     socklen_t len = sizeof(ti);
     int64_t elapsed, next_ms, wait_ms;
     uint64_t rto0_ms;
-    struct timeval tv;
 
     if (s->is_syn_grace ||
         getsockopt(s->sfd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 ||
@@ -556,18 +555,18 @@ lb_session_syn_grace(struct lb_session *s)
     if (rto0_ms == 0 || wait_ms > LB_SYN_GRACE_MS)
         return false;
     s->is_syn_grace = true;
-    tv = lb_tv_ms((uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS);
-    return event_add(&s->timer, &tv) == 0;
+    return lb_session_arm(s, (uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS) == 0;
 }
 
 static void
 lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_session *s = arg;
-    uint64_t now, idle, quiet;
-    struct timeval tv;
+    uint64_t now = lb_mono_ms(), idle, quiet;
     char msg[64];
 
+    if (now < s->due_ms && lb_session_arm(s, s->due_ms - now) == 0)
+        return;                         /* fired early: see lb_session_arm */
     if (s->state == LB_SESSION_QUEUED) {
         /* A grant that won the race is on its way: it connects. */
         if (!lb_queue_leave(&s->wait, true))
@@ -603,15 +602,13 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
     }
     /* Idle: reads only stamp last_active_ms; the timer re-arms itself for
      * the rest of the period instead of being re-added on every read. */
-    now = lb_session_now_ms(s);
     idle = s->pool->conf->idle_timeout_ms;
     quiet = now > s->last_active_ms ? now - s->last_active_ms : 0;
     if (quiet >= idle) {
         lb_session_finish(s, "idle timeout");
         return;
     }
-    tv = lb_tv_ms(idle - quiet);
-    if (event_add(&s->timer, &tv) == -1)
+    if (lb_session_arm(s, idle - quiet) == -1)
         lb_session_finish(s, "event_add failed");
 }
 
@@ -701,7 +698,7 @@ lb_half_got(struct lb_half *h, ssize_t n, int round, bool *is_alive)
         return false;
     }
     if (round == 0)
-        s->last_active_ms = lb_session_now_ms(s);
+        s->last_active_ms = lb_mono_ms();
     lb_half_count(h, (size_t)n);
     return true;
 }
@@ -830,7 +827,7 @@ lb_half_flush(struct lb_half *h)
     if (h->pipe != NULL) {
         if ((w = lb_half_splice_out(h)) != 0)
             return w > 0;
-        s->last_active_ms = lb_session_now_ms(s);
+        s->last_active_ms = lb_mono_ms();
         lb_half_release(h);
         return lb_half_read(h);
     }
@@ -841,7 +838,7 @@ lb_half_flush(struct lb_half *h)
         lb_session_finish(s, lb_half_error_reason(h, false));
         return false;
     }
-    s->last_active_ms = lb_session_now_ms(s);
+    s->last_active_ms = lb_mono_ms();
     h->off += (uint32_t)w;
     h->len -= (uint32_t)w;
     if (h->len > 0)
@@ -876,13 +873,19 @@ lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
  * so a stream that always has more would keep the loop from its listeners,
  * mailbox and timers. */
 static void
+lb_session_again_arm(struct lb_worker *w)
+{
+    if (w->again == NULL && !w->is_io_more)
+        (void)event_add(w->again_ev, &(struct timeval){ 0, 0 });
+}
+
+static void
 lb_session_read_again(struct lb_session *s, uint8_t half)
 {
     struct lb_worker *w = s->w;
 
     if (s->again == 0) {
-        if (w->again == NULL)
-            (void)event_add(w->again_ev, &(struct timeval){ 0, 0 });
+        lb_session_again_arm(w);
         s->again_next = w->again;
         w->again = s;
     }
@@ -915,15 +918,15 @@ lb_session_batch_end(struct lb_worker *w)
     }
 }
 
-void
-lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
+/* One batch of the sessions' events. libevent watches io_fd edge-
+ * triggered (a level-triggered nested epoll set is polled again on every
+ * turn of the loop), so a full batch leaves the rest to the next turn. */
+static void
+lb_session_io_batch(struct lb_worker *w)
 {
-    struct lb_worker *w = arg;
     struct epoll_event evs[LB_IO_BATCH];
-    int n;
+    int n = epoll_wait(w->io_fd, evs, LB_IO_BATCH, 0);
 
-    w->is_dispatching = true;
-    n = epoll_wait(w->io_fd, evs, LB_IO_BATCH, 0);
     for (int i = 0; i < n; i++) {
         uintptr_t p = (uintptr_t)evs[i].data.ptr;
         struct lb_session *s = (struct lb_session *)(p & ~LB_IO_SERVER);
@@ -931,6 +934,19 @@ lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
         if (!s->is_done)
             lb_session_on_io(s, (p & LB_IO_SERVER) != 0, evs[i].events);
     }
+    if (n == LB_IO_BATCH) {
+        lb_session_again_arm(w);
+        w->is_io_more = true;
+    }
+}
+
+void
+lb_session_dispatch(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    w->is_dispatching = true;
+    lb_session_io_batch(w);
     lb_session_batch_end(w);
 }
 
@@ -939,9 +955,12 @@ lb_session_on_again(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_worker *w = arg;
     struct lb_session *s = w->again, *next;
+    bool is_io_more = w->is_io_more;
 
     w->is_dispatching = true;
-    w->again = NULL;                    /* what spends its budget again rejoins */
+    /* What asks again from here on waits for the next turn. */
+    w->again = NULL;
+    w->is_io_more = false;
     for (; s != NULL; s = next) {
         uint8_t half = s->again;
 
@@ -954,6 +973,8 @@ lb_session_on_again(evutil_socket_t fd, short what, void *arg)
         if (half & LB_AGAIN_DOWN)
             (void)lb_half_read(&s->down);
     }
+    if (is_io_more)
+        lb_session_io_batch(w);
     lb_session_batch_end(w);
 }
 
@@ -1002,7 +1023,7 @@ lb_session_finish(struct lb_session *s, const char *reason)
            s->client_text, lb_session_state_names[s->state],
            lb_log_quote(qbuf, sizeof(qbuf), reason),
            (unsigned long long)s->down.bytes, (unsigned long long)s->up.bytes,
-           (unsigned long long)(lb_session_now_ms(s) - s->started_ms));
+           (unsigned long long)(lb_mono_ms() - s->started_ms));
 
     s->is_done = true;
     event_del(&s->timer);

@@ -975,8 +975,10 @@ HEALTH_EVENTS = ("check", "server_down", "server_up")
 # Lower bounds need no such slack: load cannot make anything earlier.
 HC_SLACK = 0.75 if SANITIZED else 0.5
 
-# lb's own timers (connect_timeout, shutdown_timeout, ...) run on the precise
-# monotonic clock (lb_base_new). The allowance of one kernel tick stays for
+# lb's own timers (connect_timeout, shutdown_timeout, ...) keep their
+# deadlines on the precise monotonic clock (main's loop runs on it; the
+# workers' sessions wait out an early firing: lb_session_arm). The allowance
+# of one kernel tick stays for
 # the tests' own clock reads and the log's millisecond timestamps; it is the
 # only allowance a lower bound from the contract gets for these timers.
 try:
