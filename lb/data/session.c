@@ -828,7 +828,8 @@ lb_half_flush(struct lb_half *h)
         if ((w = lb_half_splice_out(h)) != 0)
             return w > 0;
         s->last_active_ms = lb_mono_ms();
-        lb_half_release(h);
+        /* The pipe is empty and stays: the read that finds the socket dry
+         * gives it back (past the pool's room, that closes it). */
         return lb_half_read(h);
     }
     w = send(h->dst_fd, h->buf->data + h->off, h->len, MSG_NOSIGNAL);

@@ -62,6 +62,14 @@ static struct lb_log_limit lb_limit_pause_log = LB_LOG_LIMIT(1);
 static struct lb_log_limit lb_limit_resume_log = LB_LOG_LIMIT(1);
 static struct lb_log_limit lb_accept_failed_log = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 
+static void
+lb_worker_pipe_close(struct lb_pipe *p)
+{
+    close(p->rd);
+    close(p->wr);
+    free(p);
+}
+
 static bool
 lb_limit_reserve(struct lb_limit *l)
 {
@@ -377,8 +385,9 @@ lb_worker_fini(struct lb_worker *w)
     while (w->free_pipes != NULL) {
         struct lb_pipe *p = w->free_pipes;
         w->free_pipes = p->next;
-        lb_worker_pipe_put(w, p, false);
+        lb_worker_pipe_close(p);
     }
+    w->nfree_pipes = 0;
     if (w->switch_retry_ev != NULL)
         event_free(w->switch_retry_ev);
     w->switch_retry_ev = NULL;
@@ -658,9 +667,7 @@ void
 lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty)
 {
     if (!is_empty || w->nfree_pipes >= LB_WORKER_FREE_PIPES_MAX) {
-        close(p->rd);
-        close(p->wr);
-        free(p);
+        lb_worker_pipe_close(p);
         return;
     }
     p->next = w->free_pipes;
