@@ -236,9 +236,112 @@ conf_free(struct conf *c)
         free(pool->check_path);
         free(pool->check_host);
         free(pool->check_ca);
+        free(pool->discover_name);
     }
     free(c->pools);
     free(c);
+}
+
+/* Replaces every string field of obj that kind's key table names with a
+ * copy of its own (obj was copied by value). -1 when out of memory: the
+ * fields not copied yet are set to NULL, so conf_free frees only copies. */
+static int
+conf_dup_strings(enum conf_section_kind kind, void *obj)
+{
+    size_t nkeys;
+    const struct conf_key *keys = conf_keys_of(kind, &nkeys);
+    int rc = 0;
+
+    for (size_t i = 0; i < nkeys; i++) {
+        char **field = (char **)((char *)obj + keys[i].offset);
+
+        if (keys[i].type != CONF_TYPE_STRING && keys[i].type != CONF_TYPE_WORD &&
+            keys[i].type != CONF_TYPE_PATH && keys[i].type != CONF_TYPE_NAME)
+            continue;
+        if (rc == 0 && *field != NULL && (*field = strdup(*field)) == NULL)
+            rc = -1;
+        else if (rc != 0)
+            *field = NULL;
+    }
+    return rc;
+}
+
+static char *
+conf_strdup_or_null(const char *s, bool *oom)
+{
+    char *copy = s != NULL ? strdup(s) : NULL;
+
+    if (s != NULL && copy == NULL)
+        *oom = true;
+    return copy;
+}
+
+struct conf *
+conf_dup(const struct conf *c)
+{
+    struct conf *d = malloc(sizeof(*d));
+    bool oom = false;
+
+    if (d == NULL)
+        return NULL;
+    /* From here on every pointer of d is a copy of its own or NULL, so
+     * that conf_free(d) may run at any point. */
+    *d = *c;
+    d->frontends = NULL;
+    d->pools = NULL;
+    d->nfrontends = d->npools = 0;
+    oom = conf_dup_strings(CONF_SECTION_ADMIN, &d->admin) != 0;
+    d->file = conf_strdup_or_null(c->file, &oom);
+    d->frontends = calloc(c->nfrontends ? c->nfrontends : 1, sizeof(*d->frontends));
+    d->pools = calloc(c->npools ? c->npools : 1, sizeof(*d->pools));
+    if (oom || d->frontends == NULL || d->pools == NULL) {
+        conf_free(d);
+        return NULL;
+    }
+    for (size_t i = 0; i < c->nfrontends && !oom; i++) {
+        d->frontends[i] = c->frontends[i];
+        d->nfrontends++;
+        d->frontends[i].name = conf_strdup_or_null(c->frontends[i].name, &oom);
+        oom |= conf_dup_strings(CONF_SECTION_FRONTEND, &d->frontends[i]) != 0;
+    }
+    for (size_t i = 0; i < c->npools && !oom; i++) {
+        const struct conf_pool *src = &c->pools[i];
+        struct conf_pool *dst = &d->pools[i];
+
+        *dst = *src;
+        d->npools++;
+        dst->name = conf_strdup_or_null(src->name, &oom);
+        dst->servers = malloc((src->nservers ? src->nservers : 1) * sizeof(*dst->servers));
+        dst->nservers = 0;
+        oom |= dst->servers == NULL;
+        oom |= conf_dup_strings(CONF_SECTION_POOL, dst) != 0;
+        for (size_t j = 0; j < src->nservers && !oom; j++) {
+            dst->servers[j] = src->servers[j];
+            dst->servers[j].name = conf_strdup_or_null(src->servers[j].name, &oom);
+            dst->nservers++;
+        }
+    }
+    if (oom) {
+        conf_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+int
+conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
+                     enum conf_source source, char *err, size_t errlen)
+{
+    struct conf_pool *pool = &c->pools[pool_index];
+    int kserver = conf_key_find(CONF_SECTION_POOL, "server");
+    const struct conf_key *keys;
+    size_t nkeys;
+
+    keys = conf_keys_of(CONF_SECTION_POOL, &nkeys);
+    if (conf_key_set(&keys[kserver], pool, text, 0, err, errlen) != 0)
+        return -1;
+    pool->servers[pool->nservers - 1].source = source;
+    return 0;
 }
 
 void

@@ -26,6 +26,20 @@ enum conf_splice {
     CONF_SPLICE_ON,
 };
 
+/* Where a pool's servers come from besides its server lines. */
+enum conf_discover {
+    CONF_DISCOVER_NONE = 0,
+    CONF_DISCOVER_DNS_SRV,          /* SRV records of discover_name */
+    CONF_DISCOVER_DNS_A,            /* A/AAAA of discover_name, discover_port */
+};
+
+/* Who put a server in its pool (shown in /stats as "source"). */
+enum conf_source {
+    CONF_SOURCE_CONFIG = 0,         /* a server line of the file */
+    CONF_SOURCE_DNS,                /* discovery */
+    CONF_SOURCE_API,                /* POST /pools/{pool}/servers */
+};
+
 enum conf_balance {
     CONF_BALANCE_ROUNDROBIN = 0,
     CONF_BALANCE_LEASTCONN,
@@ -106,7 +120,8 @@ struct conf_server {
     struct conf_addr addr;
     uint32_t weight;
     uint32_t max_connections;       /* 0 = no cap */
-    int line;
+    int line;                       /* 0 for a server not from the file */
+    enum conf_source source;
 };
 
 struct conf_pool {
@@ -121,6 +136,13 @@ struct conf_pool {
     uint32_t queue_max;             /* 0 = bounded by max_connections only */
     uint64_t queue_timeout_ms;
     enum conf_splice splice;
+
+    /* discovery: more servers from DNS (see discover/discover.h) */
+    enum conf_discover discover;
+    char *discover_name;            /* "" when unset */
+    uint32_t discover_port;         /* dns-a: the servers' port */
+    struct conf_addr discover_resolver; /* len 0: the system's */
+    uint64_t discover_interval_ms;
 
     /* health checks */
     enum conf_check check;
@@ -193,10 +215,19 @@ int conf_load_text(const char *name, const char *text, size_t len,
 int conf_load_settled(const char *path, unsigned quiet_ms, struct conf **out, char **errors,
                       uint64_t *retry_ms);
 void conf_free(struct conf *c);
+/* A deep copy of c, or NULL when out of memory. */
+struct conf *conf_dup(const struct conf *c);
+/* Appends a server to pool pool_index of c, from the text a server line
+ * would hold ("NAME ADDRESS [weight=N] ..."), validated as that line would
+ * be: 0, or -1 with the line's message in err ("server: ..."). Duplicates
+ * are the caller's to refuse. */
+int conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
+                         enum conf_source source, char *err, size_t errlen);
 
 /* Names for logs and JSON. */
 const char *conf_balance_name(enum conf_balance b);
 const char *conf_log_level_name(enum conf_log_level l);
 const char *conf_check_name(enum conf_check c);
+const char *conf_source_name(enum conf_source s);
 
 #endif /* CONF_H */

@@ -7,6 +7,7 @@
  * is already reported, and checking the default that stands in for it
  * would report the same cause twice.
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,6 +176,57 @@ conf_check_servers(struct conf_parse *p, const struct conf_pool *pool)
     free(order);
 }
 
+/* A DNS name as discover_name takes it: 1 to 253 characters of labels of
+ * 1 to 63 letters, digits, '-' and '_' (SRV names start with one), an
+ * optional final dot. */
+static bool
+conf_dns_name_is_valid(const char *s)
+{
+    size_t n = strlen(s), label = 0;
+
+    if (n > 0 && s[n - 1] == '.')
+        n--;
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '.') {
+            if (label == 0)
+                return false;
+            label = 0;
+        } else if (isalnum(c) || c == '-' || c == '_') {
+            if (++label > 63)
+                return false;
+        } else {
+            return false;
+        }
+    }
+    return label > 0;
+}
+
+static void
+conf_check_discover(struct conf_parse *p, const struct conf_pool *pool,
+                    const struct conf_lines *l)
+{
+    int kname = conf_key_find(CONF_SECTION_POOL, "discover_name");
+    int kport = conf_key_find(CONF_SECTION_POOL, "discover_port");
+    int kdiscover = conf_key_find(CONF_SECTION_POOL, "discover");
+    int line = l->key[kdiscover] ? l->key[kdiscover] : pool->line;
+
+    if (pool->discover == CONF_DISCOVER_NONE || l->bad[kname] || l->bad[kport])
+        return;
+    if (pool->discover_name[0] == '\0')
+        conf_error(p, line, "pool %s: discover = %s needs discover_name", pool->name,
+                   pool->discover == CONF_DISCOVER_DNS_SRV ? "dns-srv" : "dns-a");
+    else if (!conf_dns_name_is_valid(pool->discover_name))
+        conf_error(p, l->key[kname], "discover_name: \"%s\" is not a DNS name (labels of 1 to "
+                   "63 of A-Z a-z 0-9 - _, at most 253 characters)", pool->discover_name);
+    if (pool->discover == CONF_DISCOVER_DNS_A && pool->discover_port == 0)
+        conf_error(p, l->key[kport] ? l->key[kport] : line,
+                   "pool %s: discover = dns-a needs discover_port (1..65535)", pool->name);
+}
+
 static void
 conf_check_pools(struct conf_parse *p)
 {
@@ -183,6 +235,7 @@ conf_check_pools(struct conf_parse *p)
     int ktimeout = conf_key_find(CONF_SECTION_POOL, "check_timeout");
     int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
     int kreuse = conf_key_find(CONF_SECTION_POOL, "check_reuse");
+    int kdiscover = conf_key_find(CONF_SECTION_POOL, "discover");
     size_t i, j;
 
     for (i = 0; i < c->npools; i++) {
@@ -197,10 +250,13 @@ conf_check_pools(struct conf_parse *p)
             }
         }
         conf_check_required(p, CONF_SECTION_POOL, pool->name, l);
-        /* A rejected server line already explains an empty pool. */
-        if (pool->nservers == 0 && !l->bad[kserver])
+        /* A rejected server line already explains an empty pool; one that
+         * discovers its servers may start without any. */
+        if (pool->nservers == 0 && !l->bad[kserver] && pool->discover == CONF_DISCOVER_NONE &&
+            !l->bad[kdiscover])
             conf_error(p, pool->line, "pool %s has no servers", pool->name);
         conf_check_servers(p, pool);
+        conf_check_discover(p, pool, l);
 
         /* A probe that may outlast its interval would overlap the next. */
         if (!l->bad[ktimeout] && !l->bad[kinterval] &&

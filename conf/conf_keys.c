@@ -51,6 +51,9 @@ static int conf_set_server(const struct conf_key *k, void *field,
 static int conf_set_hosts(const struct conf_key *k, void *field,
                           const char *value, int line, char *err,
                           size_t errlen);
+static int conf_set_addr(const struct conf_key *k, void *field,
+                         const char *value, int line, char *err,
+                         size_t errlen);
 
 /* Enum fields are written through an int: the compiler may pick any
  * integer type for an enum, so make sure it picked int's size. */
@@ -58,6 +61,7 @@ _Static_assert(sizeof(enum conf_balance) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_check) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_splice) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_discover) == sizeof(int), "enum size");
 
 /* Indexed by the enums of conf.h, so their order is the enums' order. */
 static const char *const conf_balance_names[] = {
@@ -68,6 +72,9 @@ static const char *const conf_log_level_names[] = {
 };
 static const char *const conf_check_names[] = {
     "none", "tcp", "http", "https", NULL
+};
+static const char *const conf_discover_names[] = {
+    "none", "dns-srv", "dns-a", NULL,
 };
 static const char *const conf_splice_names[] = {
     "off", "auto", "on", NULL
@@ -88,6 +95,7 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_EXPECT] = conf_set_expect,
     [CONF_TYPE_SERVER] = conf_set_server,
     [CONF_TYPE_HOSTS] = conf_set_hosts,
+    [CONF_TYPE_ADDR] = conf_set_addr,
 };
 
 /* Duration bounds in milliseconds. */
@@ -143,6 +151,12 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_DURATION(struct conf_pool, "queue_timeout", queue_timeout_ms, "5s",
                   CONF_MSEC(1), CONF_HOURS(1)),
     CONF_ENUM(struct conf_pool, splice, "auto", conf_splice_names),
+    CONF_ENUM(struct conf_pool, discover, "none", conf_discover_names),
+    CONF_TYPED(struct conf_pool, "discover_name", discover_name, CONF_TYPE_WORD, "", 0),
+    CONF_COUNT(struct conf_pool, discover_port, "0", 0, 65535),
+    CONF_TYPED(struct conf_pool, "discover_resolver", discover_resolver, CONF_TYPE_ADDR, "", 0),
+    CONF_DURATION(struct conf_pool, "discover_interval", discover_interval_ms, "5s",
+                  CONF_MSEC(100), CONF_HOURS(24)),
     CONF_ENUM(struct conf_pool, check, "tcp", conf_check_names),
     CONF_TYPED(struct conf_pool, "check_path", check_path, CONF_TYPE_PATH,
                "/", 0),
@@ -341,6 +355,17 @@ conf_set_listen(const struct conf_key *k, void *field, const char *value,
 }
 
 static int
+conf_set_addr(const struct conf_key *k, void *field, const char *value,
+              int line, char *err, size_t errlen)
+{
+    if (value[0] == '\0') {
+        memset(field, 0, sizeof(struct conf_addr));
+        return 0;
+    }
+    return conf_parse_addr(value, false, field, err, errlen) == CONF_ADDR_OK ? 0 : -1;
+}
+
+static int
 conf_set_bool(const struct conf_key *k, void *field, const char *value,
               int line, char *err, size_t errlen)
 {
@@ -429,4 +454,12 @@ conf_check_name(enum conf_check c)
 {
     return (unsigned)c < sizeof(conf_check_names) / sizeof(char *) - 1
                ? conf_check_names[c] : "unknown";
+}
+
+const char *
+conf_source_name(enum conf_source s)
+{
+    static const char *const names[] = { "config", "dns", "api" };
+
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }

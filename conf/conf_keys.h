@@ -36,6 +36,7 @@ enum conf_type {
     CONF_TYPE_EXPECT,               /* struct conf_expect */
     CONF_TYPE_SERVER,               /* appends to struct conf_pool.servers */
     CONF_TYPE_HOSTS,                /* struct conf_hosts */
+    CONF_TYPE_ADDR,                 /* struct conf_addr, "" = unset (len 0) */
     CONF_TYPES
 };
 
@@ -43,7 +44,7 @@ enum conf_type {
 #define CONF_KEY_REQUIRED 0x2u      /* no default: the section must set it */
 
 /* Enough for the longest table (pool); a static assertion keeps it so. */
-#define CONF_KEYS_MAX 24
+#define CONF_KEYS_MAX 40
 
 struct conf_key {
     const char *name;

@@ -64,18 +64,31 @@ conf_is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
-bool
-conf_name_is_valid(const char *s)
+static bool
+conf_name_chars_are(const char *s, const char *more)
 {
     size_t n = 0;
 
     for (; s[n] != '\0'; n++) {
         char c = s[n];
         if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              conf_is_digit(c) || c == '_' || c == '.' || c == '-'))
+              conf_is_digit(c) || c == '_' || c == '.' || c == '-' ||
+              (more != NULL && strchr(more, c) != NULL)))
             return false;
     }
     return n >= 1 && n <= CONF_NAME_MAX;
+}
+
+bool
+conf_name_is_valid(const char *s)
+{
+    return conf_name_chars_are(s, NULL);
+}
+
+bool
+conf_server_name_is_valid(const char *s)
+{
+    return conf_name_chars_are(s, ":@[]");
 }
 
 /* Parses exactly n bytes of s as digits. Returns 0, -1 when not all are
@@ -686,9 +699,9 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
     }
     memcpy(name, p, n);
     name[n] = '\0';
-    if (!conf_name_is_valid(name)) {
+    if (!conf_server_name_is_valid(name)) {
         snprintf(err, errlen, "server: name \"%s\" is invalid (use 1 to %d "
-                 "of A-Z a-z 0-9 _ . -)", name, CONF_NAME_MAX);
+                 "of A-Z a-z 0-9 _ . - : @ [ ])", name, CONF_NAME_MAX);
         return -1;
     }
     p += n;

@@ -25,6 +25,10 @@
 /* [A-Za-z0-9_.-]{1,63}: names end up in logs, JSON and metric labels
  * unquoted, so nothing that needs escaping gets in. */
 bool conf_name_is_valid(const char *s);
+/* A server's name may also hold ':', '@', '[' and ']', so that a
+ * discovered server is named after its target and port ("web1.example:8080",
+ * "[2001:db8::1]:8080"). */
+bool conf_server_name_is_valid(const char *s);
 
 /* Unsigned decimal integer: digits only (no sign, space, or empty). */
 int conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen);

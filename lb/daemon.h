@@ -85,7 +85,14 @@ struct lb_daemon {
     struct event *settle_ev;            /* a reload waits for its file */
     struct lb_reload_run *reload_run;   /* the reload waiting for workers */
     bool is_reload_again;               /* asked while one was running */
+    bool is_reload_again_file;          /* ... and one of them reads the file */
     const char *reload_again_trigger;
+    struct conf *file_conf;             /* the file as last loaded (main) */
+
+    /* the members of pools not in the file (members.c) */
+    struct lb_members **members;        /* under state_lock */
+    size_t nmembers;
+    struct event *members_ev;           /* a set changed: a members reload */
     pthread_mutex_t reload_lock;        /* guards the four below */
     pthread_cond_t reload_cond;
     uint64_t reload_asked, reload_done; /* tickets of POST /reload */

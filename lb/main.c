@@ -172,7 +172,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         goto out;
     }
     d->mailbox = lb_mailbox_new(d->base, sizeof(struct lb_main_msg), lb_main_on_msgs, d);
-    if (d->mailbox == NULL || lb_reload_init(d) == -1 ||
+    if (d->mailbox == NULL || lb_reload_init(d) == -1 || lb_members_init(d) == -1 ||
         lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;
@@ -221,6 +221,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
             lb_worker_post(&d->workers[i], LB_WORKER_STOP, NULL);
     } else {
         lb_log(CONF_LOG_INFO, "ready", "workers=%zu", d->nworkers);
+        lb_members_sync(d, d->file_conf);   /* discovery's first rounds */
         status = 0;
     }
 
@@ -244,6 +245,7 @@ out:
             lb_worker_fini(&d->workers[i]);
         free(d->workers);
     }
+    lb_members_fini(d);
     lb_reload_fini(d);
     lb_mailbox_free(d->mailbox, NULL, NULL);
     free(d->decide_members);
@@ -310,10 +312,18 @@ main(int argc, char **argv)
     d.nworkers = conf->global.workers;
     pthread_mutex_init(&d.state_lock, NULL);
     d.path = path;
+    /* The file's config stays as read: each generation is a copy of it
+     * with the pools' members added (members.c); at start there are none. */
+    if ((d.file_conf = conf_dup(conf)) == NULL) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        conf_free(conf);
+        return 1;
+    }
     d.gen = lb_gen_new(conf, NULL, d.nworkers, &d.next_id, gen_err, sizeof(gen_err));
     if (d.gen == NULL) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[600]){ 0 }, 600, gen_err));
+        conf_free(d.file_conf);
         return 1;
     }
     status = lb_main_run(&d, path, &old);

@@ -77,6 +77,9 @@ struct lb_stats_snap {
         size_t in_rotation;
         bool is_guard_active;
         struct lb_hist check_duration;
+        bool is_discovering;
+        struct lb_discover_status discovery;
+        size_t discovered;
         struct lb_queue_view {
             uint32_t depth;
             uint64_t queued_total, timeouts_total, full_total;
@@ -198,7 +201,14 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
 
             const struct lb_queue *q = &p->shared->queue;
 
+            const struct lb_members *m = lb_members_of(d, p->conf->name);
+
             sn->pools[i].check_duration = p->shared->check_duration;
+            if (m != NULL && p->conf->discover != CONF_DISCOVER_NONE) {
+                sn->pools[i].is_discovering = true;
+                sn->pools[i].discovery = m->status;
+                sn->pools[i].discovered = m->ndns;
+            }
             /* state_lock, then the queue's lock: the order queue.c allows */
             pthread_mutex_lock((pthread_mutex_t *)&q->lock);
             sn->pools[i].queue = (struct lb_queue_view){
@@ -238,13 +248,14 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     LB_ADD_LIT(out, ",\"address\":");
     lb_json_str(out, srv->conf->addr.text);
     evbuffer_add_printf(out,
-        ",\"weight\":%u,\"max_connections\":%u,\"state\":\"%s\",\"guarded\":%s,\"health\":\"%s\",\"admin\":\"%s\","
+        ",\"source\":\"%s\",\"weight\":%u,\"max_connections\":%u,\"state\":\"%s\",\"guarded\":%s,\"health\":\"%s\",\"admin\":\"%s\","
         "\"check\":\"%s\",\"active_connections\":%u,\"total_connections\":%llu,"
         "\"bytes_in\":%llu,\"bytes_out\":%llu,\"connect_failures\":%llu,"
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
-        srv->conf->weight, srv->conf->max_connections, bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
+        conf_source_name(srv->conf->source), srv->conf->weight, srv->conf->max_connections,
+        bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
         v->is_guarded ? "true" : "false",
         bal_health_state_name(v->health),
         bal_admin_name(v->admin),
@@ -275,6 +286,42 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     lb_json_num(out, v->last_change > 0 ? v->last_change : d->started_at);
     LB_ADD_LIT(out, ",\"last_detection_ms\":");
     lb_json_num(out, v->last_detection_ms);
+    LB_ADD_LIT(out, "}");
+}
+
+/* "discovery": what the pool's DNS said last; status "ok" while the last
+ * round succeeded, "failing" after a failed one (the servers of the last
+ * good answer keep serving), "pending" before the first answer. */
+static void
+lb_stats_discovery_json(struct evbuffer *out, const struct conf_pool *pc,
+                        const struct lb_pool_view *pv)
+{
+    const struct lb_discover_status *st = &pv->discovery;
+    const char *status = st->is_failing       ? "failing"
+                       : st->successes > 0 ? "ok"
+                                           : "pending";
+
+    evbuffer_add_printf(out, ",\"discovery\":{\"mode\":\"%s\",\"name\":",
+                        pc->discover == CONF_DISCOVER_DNS_A ? "dns-a" : "dns-srv");
+    lb_json_str(out, pc->discover_name);
+    evbuffer_add_printf(out, ",\"status\":\"%s\",\"servers_discovered\":%zu,"
+                        "\"successes\":%llu,\"failures\":%llu,\"last_success\":",
+                        status, pv->discovered, (unsigned long long)st->successes,
+                        (unsigned long long)st->failures);
+    if (st->last_success > 0)
+        lb_json_num(out, st->last_success);
+    else
+        LB_ADD_LIT(out, "null");
+    LB_ADD_LIT(out, ",\"last_failure\":");
+    if (st->last_failure > 0)
+        lb_json_num(out, st->last_failure);
+    else
+        LB_ADD_LIT(out, "null");
+    LB_ADD_LIT(out, ",\"last_error\":");
+    if (st->last_error[0] != '\0')
+        lb_json_str(out, st->last_error);
+    else
+        LB_ADD_LIT(out, "null");
     LB_ADD_LIT(out, "}");
 }
 
@@ -331,7 +378,10 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
             (unsigned long long)qv->queued_total, (unsigned long long)qv->timeouts_total,
             (unsigned long long)qv->full_total);
         lb_json_num(out, qv->wait.count ? qv->wait.sum_ms / (double)qv->wait.count : 0);
-        LB_ADD_LIT(out, "},\"servers\":[");
+        LB_ADD_LIT(out, "}");
+        if (sn.pools[i].is_discovering)
+            lb_stats_discovery_json(out, p->conf, &sn.pools[i]);
+        LB_ADD_LIT(out, ",\"servers\":[");
         for (size_t k = 0; k < p->conf->nservers; k++) {
             if (k)
                 LB_ADD_LIT(out, ",");

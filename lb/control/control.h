@@ -221,11 +221,54 @@ struct lb_health_stats {
 int lb_health_start(struct lb_daemon *d, const struct lb_gen *g, char *err, size_t errlen);
 void lb_health_stop(struct lb_daemon *d);
 
+/* ------------------------------------------------------------ members.c */
+
+/* A server of a pool that is not in the file (discovered, or added by the
+ * API), as a server line would give it. */
+struct lb_member {
+    char name[CONF_NAME_MAX + 1];
+    char address[sizeof(((struct conf_addr *)0)->text)];
+    uint32_t weight;
+};
+
+/* The members of one pool, by pool name; kept across reloads while the
+ * pool exists. Lists and status: main writes under state_lock. */
+struct lb_members {
+    char pool[CONF_NAME_MAX + 1];
+    struct lb_daemon *d;
+    struct dsc *dsc;                    /* its discovery, or NULL */
+    struct lb_member *dns;              /* the last good answer */
+    size_t ndns;
+    struct lb_member *api;
+    size_t napi;
+    struct lb_discover_status {
+        uint64_t successes, failures;
+        double last_success, last_failure;  /* unix seconds, 0 = never */
+        char last_error[160];           /* of the last failed round */
+        bool is_failing;                /* the last round failed */
+    } status;
+    bool is_seen;                       /* lb_members_sync's mark */
+};
+
+int lb_members_init(struct lb_daemon *d);
+void lb_members_fini(struct lb_daemon *d);
+/* Appends the members of every pool of c (a copy of the file's config) to
+ * its servers. -1 with err set when out of memory or a member is refused. */
+int lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen);
+/* After a commit of the file c: starts, keeps or stops each pool's
+ * discovery. Main thread, not from a discovery callback. */
+void lb_members_sync(struct lb_daemon *d, const struct conf *c);
+/* The members of pool, or NULL. Caller holds state_lock. */
+const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *pool);
+
 /* ------------------------------------------------------------- reload.c */
 
 /* Rereads the config file and moves to it, or keeps the old one and
  * records why. trigger names the cause for the log. Main thread. */
 void lb_reload(struct lb_daemon *d, const char *trigger);
+/* The same without reading the file: the file's last config with the
+ * members as they are now (members.c). Not counted as a reload. */
+void lb_reload_members(struct lb_daemon *d, const char *trigger);
 int lb_reload_init(struct lb_daemon *d);
 /* SIGHUP: a reload soon; a burst of signals makes one. Main thread. */
 void lb_reload_signal(struct lb_daemon *d);

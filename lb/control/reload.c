@@ -61,6 +61,7 @@
 /* A committed reload waiting for the workers to switch. */
 struct lb_reload_run {
     const char *trigger;
+    bool is_file;                       /* reads the file (else: members) */
     uint64_t number;                    /* the new generation */
     uint64_t ticket;                    /* POST /reload requests it answers */
     uint64_t started_ms;
@@ -75,11 +76,12 @@ struct lb_reload_run {
 };
 
 static void lb_reload_finish_if_switched(struct lb_daemon *d);
-static void lb_reload_start(struct lb_daemon *d, const char *trigger);
+static void lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file);
 static void lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run);
 static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                           const char *err, const struct lb_reload_run *run);
+static void lb_reload_next(struct lb_daemon *d);
 
 /* Settings that need a restart: the new file's value is replaced by the one
  * in use, and the operator is told. */
@@ -124,7 +126,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
                  uint64_t *retry_ms)
 {
     struct lb_gen *old = d->gen, *ng;
-    struct conf *conf = NULL;
+    struct conf *file = NULL, *conf;
     char *errors = NULL;
     int rc;
 
@@ -132,31 +134,45 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         snprintf(err, errlen, "shutting down");
         return -1;
     }
-    rc = conf_load_settled(d->path, LB_RELOAD_QUIET_MS, &conf, &errors, retry_ms);
-    if (rc != 0) {
-        size_t n;
+    if (run->is_file) {
+        rc = conf_load_settled(d->path, LB_RELOAD_QUIET_MS, &file, &errors, retry_ms);
+        if (rc != 0) {
+            size_t n;
 
-        if (errors == NULL)
-            rc = -1;                    /* out of memory */
-        snprintf(err, errlen, "%s", errors != NULL ? errors : "out of memory");
-        n = strlen(err);
-        while (n > 0 && err[n - 1] == '\n')
-            err[--n] = '\0';
-        free(errors);
-        return rc;
+            if (errors == NULL)
+                rc = -1;                /* out of memory */
+            snprintf(err, errlen, "%s", errors != NULL ? errors : "out of memory");
+            n = strlen(err);
+            while (n > 0 && err[n - 1] == '\n')
+                err[--n] = '\0';
+            free(errors);
+            return rc;
+        }
+        lb_reload_keep_restart_settings(d->file_conf, file);
     }
-    lb_reload_keep_restart_settings(old->conf, conf);
+    /* The generation's config: the file's, and the members (members.c). */
+    conf = conf_dup(file != NULL ? file : d->file_conf);
+    if (conf == NULL || lb_members_apply(d, conf, err, errlen) != 0) {
+        if (conf == NULL)
+            snprintf(err, errlen, "out of memory");
+        conf_free(conf);
+        conf_free(file);
+        return -1;
+    }
 
     /* main is the only writer of d->gen and of what lb_gen_new reads */
     ng = lb_gen_new(conf, old, d->nworkers, &d->next_id, err, errlen);
-    if (ng == NULL)
+    if (ng == NULL) {
+        conf_free(file);
         return -1;
+    }
     pthread_mutex_lock(&d->state_lock);
     rc = lb_gen_decide_reserve(d, ng, old) == 0 ? lb_reload_retire_gen(d, old) : -1;
     pthread_mutex_unlock(&d->state_lock);
     if (rc == -1) {
         snprintf(err, errlen, "out of memory");
         lb_gen_unref(ng);
+        conf_free(file);
         return -1;
     }
     if (lb_health_start(d, ng, err, errlen) == -1) {
@@ -164,6 +180,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         d->nretired--;                  /* old stays current */
         pthread_mutex_unlock(&d->state_lock);
         lb_gen_unref(ng);
+        conf_free(file);
         return -1;
     }
 
@@ -186,6 +203,11 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
     lb_log_set_level(ng->conf->global.log_level);
     atomic_store(&d->limit.max, ng->conf->global.max_connections);
     pthread_mutex_unlock(&d->state_lock);
+    if (file != NULL) {
+        conf_free(d->file_conf);
+        d->file_conf = file;
+        lb_members_sync(d, file);       /* the discovery keys may have changed */
+    }
     return 0;
 }
 
@@ -223,12 +245,9 @@ lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
     }
     if (rc != 0) {
         d->reload_run = NULL;
-        lb_reload_end(d, run->trigger, run->ticket, -1, err, NULL);
+        lb_reload_end(d, run->trigger, run->ticket, -1, err, run);
         free(run);
-        if (d->is_reload_again) {
-            d->is_reload_again = false;
-            lb_reload_start(d, d->reload_again_trigger);
-        }
+        lb_reload_next(d);
         return;
     }
     run->number = d->gen->number;
@@ -250,21 +269,38 @@ lb_reload_on_settle(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-lb_reload_start(struct lb_daemon *d, const char *trigger)
+lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
 {
     struct lb_reload_run *run = calloc(1, sizeof(*run));
-    uint64_t ticket;
+    uint64_t ticket = 0;                /* a members reload answers no POST */
 
-    pthread_mutex_lock(&d->reload_lock);
-    ticket = d->reload_asked;           /* every request asked so far */
-    pthread_mutex_unlock(&d->reload_lock);
+    if (is_file) {
+        pthread_mutex_lock(&d->reload_lock);
+        ticket = d->reload_asked;       /* every request asked so far */
+        pthread_mutex_unlock(&d->reload_lock);
+    }
     if (run == NULL) {
-        lb_reload_end(d, trigger, ticket, -1, "out of memory", NULL);
+        struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file };
+
+        lb_reload_end(d, trigger, ticket, -1, "out of memory", &failed);
         return;
     }
-    *run = (struct lb_reload_run){ .trigger = trigger, .ticket = ticket,
+    *run = (struct lb_reload_run){ .trigger = trigger, .is_file = is_file, .ticket = ticket,
                                    .started_ms = lb_mono_ms() };
     lb_reload_attempt(d, run);
+}
+
+/* The reload asked while one ran: one that reads the file if any of
+ * those asked did (it applies the members too). */
+static void
+lb_reload_next(struct lb_daemon *d)
+{
+    bool is_file = d->is_reload_again_file;
+
+    if (!d->is_reload_again)
+        return;
+    d->is_reload_again = d->is_reload_again_file = false;
+    lb_reload_start(d, d->reload_again_trigger, is_file);
 }
 
 /* ------------------------------------------------------------- warming */
@@ -331,15 +367,30 @@ lb_reload_on_warm_bound(evutil_socket_t fd, short what, void *arg)
     lb_reload_warm_check(arg, true);
 }
 
+static void
+lb_reload_ask(struct lb_daemon *d, const char *trigger, bool is_file)
+{
+    if (d->reload_run != NULL) {
+        /* one more after this one; a file reload wins the trigger */
+        if (!d->is_reload_again || is_file)
+            d->reload_again_trigger = trigger;
+        d->is_reload_again = true;
+        d->is_reload_again_file |= is_file;
+        return;
+    }
+    lb_reload_start(d, trigger, is_file);
+}
+
 void
 lb_reload(struct lb_daemon *d, const char *trigger)
 {
-    if (d->reload_run != NULL) {
-        d->is_reload_again = true;      /* one more after this one */
-        d->reload_again_trigger = trigger;
-        return;
-    }
-    lb_reload_start(d, trigger);
+    lb_reload_ask(d, trigger, true);
+}
+
+void
+lb_reload_members(struct lb_daemon *d, const char *trigger)
+{
+    lb_reload_ask(d, trigger, false);
 }
 
 /* The reload is done once every worker runs its generation (or could not
@@ -366,10 +417,7 @@ lb_reload_finish_if_switched(struct lb_daemon *d)
     lb_reload_free_unused(d);
     lb_reload_end(d, run->trigger, run->ticket, 0, "", run);
     free(run);
-    if (d->is_reload_again) {
-        d->is_reload_again = false;
-        lb_reload_start(d, d->reload_again_trigger);
-    }
+    lb_reload_next(d);
 }
 
 void
@@ -383,14 +431,24 @@ lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
     lb_reload_finish_if_switched(d);
 }
 
-/* A reload ended (run: the one that committed, NULL on failure): counted,
- * logged, and answered to the POST /reload requests it covers. */
+/* A reload ended: logged, and a file reload counted and answered to the
+ * POST /reload requests it covers. */
 static void
 lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
               const char *err, const struct lb_reload_run *run)
 {
     char qbuf[1200];
 
+    if (rc == 0)
+        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu warm_ms=%llu duration_ms=%.1f",
+               trigger, (unsigned long long)d->gen->number, d->gen->nservers, run->added,
+               run->removed, (unsigned long long)run->warm_ms,
+               (double)(lb_mono_ms() - run->started_ms));
+    else
+        lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
+               trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
+    if (!run->is_file)
+        return;
     pthread_mutex_lock(&d->state_lock);
     free(d->reload_error);
     d->reload_error = NULL;
@@ -401,15 +459,6 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
         d->reload_error = strdup(err);
     }
     pthread_mutex_unlock(&d->state_lock);
-
-    if (rc == 0)
-        lb_log(CONF_LOG_INFO, "reload", "trigger=%s generation=%llu servers=%zu added=%zu removed=%zu warm_ms=%llu duration_ms=%.1f",
-               trigger, (unsigned long long)d->gen->number, d->gen->nservers, run->added,
-               run->removed, (unsigned long long)run->warm_ms,
-               (double)(lb_mono_ms() - run->started_ms));
-    else
-        lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
-               trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
 
     pthread_mutex_lock(&d->reload_lock);
     d->reload_status = rc;
@@ -549,4 +598,6 @@ lb_reload_fini(struct lb_daemon *d)
     d->nretired = 0;
     free(d->reload_error);
     d->reload_error = NULL;
+    conf_free(d->file_conf);
+    d->file_conf = NULL;
 }

@@ -35,19 +35,21 @@ write_file(const char *data, size_t len)
     }
 }
 
-/* exp with each "@" replaced by the file's path. */
+/* exp with each "@:" starting with the file's path. */
 static char *
 expand(const char *exp)
 {
     size_t n = strlen(exp) + 1, i;
     char *s, *o;
 
+    /* "@:" is the file; an '@' elsewhere is itself (server names may hold
+     * one) */
     for (i = 0; exp[i] != '\0'; i++)
-        if (exp[i] == '@')
+        if (exp[i] == '@' && exp[i + 1] == ':')
             n += strlen(path);
     s = o = malloc(n);
     for (i = 0; exp[i] != '\0'; i++) {
-        if (exp[i] == '@') {
+        if (exp[i] == '@' && exp[i + 1] == ':') {
             strcpy(o, path);
             o += strlen(path);
         } else {
@@ -629,7 +631,7 @@ test_servers(void)
                   "@:8: server web4: unknown option \"backup\" (use NAME "
                   "HOST:PORT [weight=N] [max_connections=N])\n"
                   "@:9: server: name \"web/5\" is invalid (use 1 to 63 of "
-                  "A-Z a-z 0-9 _ . -)\n");
+                  "A-Z a-z 0-9 _ . - : @ [ ])\n");
     /* the rejected server explains the empty pool: no second message */
     EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1\n",
                   "@:5: server: \"web1\" has no address (use NAME HOST:PORT "

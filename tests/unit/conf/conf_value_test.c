@@ -548,7 +548,11 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
-                 "A-Z a-z 0-9 _ . -)");
+                 "A-Z a-z 0-9 _ . - : @ [ ])");
+    /* a discovered server's name: target:port, address@... */
+    CHECK_EQ_INT(conf_parse_server("web1.example:8080@10.0.0.1:8080 10.0.0.1:8080", name, &srv,
+                                   err, sizeof(err)), 0);
+    CHECK_EQ_STR(name, "web1.example:8080@10.0.0.1:8080");
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=0", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight 0 is out of range (1..256)");

@@ -1,0 +1,303 @@
+/*
+ * members.c - the servers of a pool that are not in the file: those its
+ * discovery finds in DNS and those the admin API adds.
+ *
+ * The file's servers (d->file_conf) and these members make each
+ * generation: every reload, of the file or of the members, builds a copy of
+ * the file's config with the members appended (lb_members_apply) and moves
+ * to it as a reload does, so a kept server keeps its state, a new one waits
+ * for its first probe and a gone one drains. A member whose name or
+ * address is already in its pool is skipped: the file's servers come
+ * first, then the API's, then the discovered ones.
+ *
+ * A discovery round that fails or comes back empty changes nothing: the
+ * last good set stays, and /stats says why (lb_members_status). A changed
+ * set asks for a members reload, from the loop (members_ev), never inside
+ * the round's callback. Main thread; the lists and the status also under
+ * state_lock, for the admin thread.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "daemon.h"
+#include "discover.h"
+
+/* The weight a discovered server gets at most (SRV weights go to 65535). */
+#define LB_MEMBERS_WEIGHT_MAX 256
+
+static struct lb_log_limit lb_discover_failed_log = LB_LOG_LIMIT(10);
+
+static struct lb_members *
+lb_members_find(struct lb_daemon *d, const char *pool)
+{
+    for (size_t i = 0; i < d->nmembers; i++) {
+        if (strcmp(d->members[i]->pool, pool) == 0)
+            return d->members[i];
+    }
+    return NULL;
+}
+
+static struct lb_members *
+lb_members_get(struct lb_daemon *d, const char *pool)
+{
+    struct lb_members *m = lb_members_find(d, pool), **grown;
+
+    if (m != NULL)
+        return m;
+    if ((m = calloc(1, sizeof(*m))) == NULL ||
+        (grown = realloc(d->members, (d->nmembers + 1) * sizeof(*grown))) == NULL) {
+        free(m);
+        return NULL;
+    }
+    snprintf(m->pool, sizeof(m->pool), "%s", pool);
+    d->members = grown;
+    d->members[d->nmembers++] = m;
+    m->d = d;
+    return m;
+}
+
+static void
+lb_members_free(struct lb_members *m)
+{
+    dsc_free(m->dsc);
+    free(m->dns);
+    free(m->api);
+    free(m);
+}
+
+/* ------------------------------------------------------------- apply */
+
+static bool
+lb_members_clashes(const struct conf_pool *p, const struct lb_member *mb)
+{
+    for (size_t i = 0; i < p->nservers; i++) {
+        if (strcmp(p->servers[i].name, mb->name) == 0 ||
+            strcmp(p->servers[i].addr.text, mb->address) == 0)
+            return true;
+    }
+    return false;
+}
+
+static int
+lb_members_append(struct conf *c, size_t pi, const struct lb_member *list, size_t n,
+                  enum conf_source source, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        char line[sizeof(list[i].name) + sizeof(list[i].address) + 32];
+
+        if (lb_members_clashes(&c->pools[pi], &list[i]))
+            continue;
+        snprintf(line, sizeof(line), "%s %s weight=%u", list[i].name, list[i].address,
+                 list[i].weight);
+        if (conf_pool_add_server(c, pi, line, source, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t pi = 0; pi < c->npools && rc == 0; pi++) {
+        const struct lb_members *m = lb_members_find(d, c->pools[pi].name);
+
+        if (m == NULL)
+            continue;
+        rc = lb_members_append(c, pi, m->api, m->napi, CONF_SOURCE_API, err, errlen);
+        if (rc == 0)
+            rc = lb_members_append(c, pi, m->dns, m->ndns, CONF_SOURCE_DNS, err, errlen);
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    return rc;
+}
+
+/* ---------------------------------------------------------- discovery */
+
+static bool
+lb_members_same(const struct lb_member *a, size_t na, const struct lb_member *b, size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++) {
+        if (strcmp(a[i].name, b[i].name) != 0 || strcmp(a[i].address, b[i].address) != 0 ||
+            a[i].weight != b[i].weight)
+            return false;
+    }
+    return true;
+}
+
+static void
+lb_members_on_result(void *arg, const struct dsc_server *servers, size_t n, const char *error)
+{
+    struct lb_members *m = arg;
+    struct lb_daemon *d = m->d;
+    struct lb_member *set = NULL;
+    bool is_changed = false;
+    char qbuf[400];
+
+    if (error == NULL && (set = calloc(n, sizeof(*set))) == NULL)
+        error = "out of memory";
+    if (error != NULL) {
+        pthread_mutex_lock(&d->state_lock);
+        m->status.failures++;
+        m->status.is_failing = true;
+        m->status.last_failure = lb_wall_now();
+        snprintf(m->status.last_error, sizeof(m->status.last_error), "%s", error);
+        pthread_mutex_unlock(&d->state_lock);
+        lb_log_limited(&lb_discover_failed_log, CONF_LOG_WARN, "discover_failed",
+                       "pool=%s name=%s error=%s kept=%zu", m->pool, dsc_spec_of(m->dsc)->name,
+                       lb_log_quote(qbuf, sizeof(qbuf), error), m->ndns);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(set[i].name, sizeof(set[i].name), "%s", servers[i].name);
+        snprintf(set[i].address, sizeof(set[i].address), "%s", servers[i].address);
+        set[i].weight = servers[i].weight < LB_MEMBERS_WEIGHT_MAX ? servers[i].weight
+                                                                  : LB_MEMBERS_WEIGHT_MAX;
+    }
+    pthread_mutex_lock(&d->state_lock);
+    m->status.successes++;
+    m->status.last_success = lb_wall_now();
+    m->status.is_failing = false;
+    if (!lb_members_same(set, n, m->dns, m->ndns)) {
+        free(m->dns);
+        m->dns = set;
+        m->ndns = n;
+        set = NULL;
+        is_changed = true;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    free(set);
+    if (is_changed) {
+        lb_log(CONF_LOG_INFO, "discover", "pool=%s name=%s servers=%zu", m->pool,
+               dsc_spec_of(m->dsc)->name, n);
+        event_active(d->members_ev, EV_READ, 0);
+    }
+}
+
+static int
+lb_members_spec(const struct conf_pool *p, struct dsc_spec *spec, char *err, size_t errlen)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->kind = p->discover == CONF_DISCOVER_DNS_A ? DSC_KIND_A : DSC_KIND_SRV;
+    snprintf(spec->name, sizeof(spec->name), "%s", p->discover_name);
+    spec->port = (uint16_t)p->discover_port;
+    spec->interval_ms = p->discover_interval_ms;
+    if (p->discover_resolver.len != 0) {
+        memcpy(&spec->resolver, &p->discover_resolver.ss, p->discover_resolver.len);
+        spec->resolver_len = p->discover_resolver.len;
+        return 0;
+    }
+    return dsc_resolver_from_file("/etc/resolv.conf", &spec->resolver, &spec->resolver_len, err,
+                                  errlen);
+}
+
+static bool
+lb_members_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b)
+{
+    return a->kind == b->kind && strcasecmp(a->name, b->name) == 0 && a->port == b->port &&
+           a->interval_ms == b->interval_ms && a->resolver_len == b->resolver_len &&
+           memcmp(&a->resolver, &b->resolver, a->resolver_len) == 0;
+}
+
+/* After a commit: one discovery per pool of c that asks for it, kept when
+ * its spec did not change (a changed one starts over, at once, and keeps
+ * the last set until its first answer); the members of pools that are gone
+ * go with them. */
+void
+lb_members_sync(struct lb_daemon *d, const struct conf *c)
+{
+    char err[256];
+
+    for (size_t i = 0; i < d->nmembers; i++)
+        d->members[i]->is_seen = false;
+    for (size_t pi = 0; pi < c->npools; pi++) {
+        const struct conf_pool *p = &c->pools[pi];
+        struct lb_members *m = lb_members_find(d, p->name);
+        struct dsc_spec spec;
+
+        if (m != NULL)
+            m->is_seen = true;
+        if (p->discover == CONF_DISCOVER_NONE) {
+            if (m != NULL && m->dsc != NULL) {
+                dsc_free(m->dsc);
+                m->dsc = NULL;
+                pthread_mutex_lock(&d->state_lock);
+                m->ndns = 0;            /* the next members reload drops them */
+                pthread_mutex_unlock(&d->state_lock);
+                event_active(d->members_ev, EV_READ, 0);
+            }
+            continue;
+        }
+        if (m == NULL) {
+            pthread_mutex_lock(&d->state_lock);
+            m = lb_members_get(d, p->name);
+            pthread_mutex_unlock(&d->state_lock);
+            if (m == NULL) {
+                lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"out of memory\"",
+                       p->name);
+                continue;
+            }
+            m->is_seen = true;
+        }
+        if (lb_members_spec(p, &spec, err, sizeof(err)) != 0) {
+            lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=%s", p->name,
+                   lb_log_quote((char[300]){ 0 }, 300, err));
+            continue;
+        }
+        if (m->dsc != NULL && lb_members_spec_equal(dsc_spec_of(m->dsc), &spec))
+            continue;
+        dsc_free(m->dsc);
+        if ((m->dsc = dsc_new(d->base, &spec, lb_members_on_result, m)) == NULL)
+            lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"cannot start\"", p->name);
+    }
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < d->nmembers;) {
+        if (!d->members[i]->is_seen) {
+            lb_members_free(d->members[i]);
+            d->members[i] = d->members[--d->nmembers];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&d->state_lock);
+}
+
+static void
+lb_members_on_changed(evutil_socket_t fd, short what, void *arg)
+{
+    lb_reload_members(arg, "discover");
+}
+
+int
+lb_members_init(struct lb_daemon *d)
+{
+    d->members_ev = event_new(d->base, -1, 0, lb_members_on_changed, d);
+    return d->members_ev != NULL ? 0 : -1;
+}
+
+void
+lb_members_fini(struct lb_daemon *d)
+{
+    for (size_t i = 0; i < d->nmembers; i++)
+        lb_members_free(d->members[i]);
+    free(d->members);
+    d->members = NULL;
+    d->nmembers = 0;
+    if (d->members_ev != NULL)
+        event_free(d->members_ev);
+    d->members_ev = NULL;
+}
+
+const struct lb_members *
+lb_members_of(const struct lb_daemon *d, const char *pool)
+{
+    return lb_members_find((struct lb_daemon *)d, pool);
+}
