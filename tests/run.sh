@@ -40,8 +40,9 @@ TSAN_OPTIONS+=":suppressions=$PWD/tests/tsan.supp"
 # The TSan run: unit tests (cheap) and the integration tests that drive lb's
 # worker, health and admin threads against its main thread (reloads, admin
 # actions and stats, server removal, health checks), and the queue and
-# burst tests, whose slots and grants cross between workers.
-TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst)$)'
+# burst tests, whose slots and grants cross between workers, and discovery
+# (main's rounds and members reloads, the admin thread's /stats).
+TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover)$)'
 
 # gcc 12's TSan runtime maps its shadow memory at fixed addresses and dies
 # with "FATAL: ThreadSanitizer: unexpected memory mapping" when the kernel
