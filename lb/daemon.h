@@ -34,6 +34,7 @@ enum lb_main_msg_kind {
     LB_MAIN_SWITCHED = 0,               /* worker now runs gen `number` */
     LB_MAIN_WORKER_EXIT,                /* a worker's loop ended */
     LB_MAIN_RELOAD,                     /* POST /reload */
+    LB_MAIN_MEMBERS,                    /* the admin API changed members */
 };
 
 struct lb_main_msg {
@@ -98,6 +99,10 @@ struct lb_daemon {
     uint64_t reload_asked, reload_done; /* tickets of POST /reload */
     int reload_status;                  /* of the reload that ended last */
     char reload_message[1024];
+    uint64_t members_asked, members_done;   /* tickets of the admin API's
+                                               members changes */
+    int members_status;
+    char members_message[1024];
 };
 
 /* Blocks the process signals in the calling thread (the previous mask in

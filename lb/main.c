@@ -71,6 +71,9 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
         case LB_MAIN_RELOAD:
             lb_reload(d, "admin");
             break;
+        case LB_MAIN_MEMBERS:
+            lb_reload_members(d, "api");
+            break;
         }
     }
 }

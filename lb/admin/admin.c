@@ -8,6 +8,8 @@
  *   GET  /metrics          Prometheus text format
  *   GET  /healthz          "ok"
  *   POST /pools/{pool}/servers/{server}/{disable|drain|enable}
+ *   POST /pools/{pool}/servers, DELETE /pools/{pool}/servers/{server},
+ *   POST /pools/{pool}/servers/{server}/weight: the pool's members
  *   POST /reload           the same as SIGHUP, answered with its outcome
  *
  * What a request may do is decided by lb_admin_request_check
@@ -43,6 +45,7 @@
 
 #include "admin.h"
 #include "admin_request.h"
+#include "conf_value.h"                 /* conf_parse_server: a server line */
 #include "daemon.h"
 
 /* evhttp's inactivity timeout, in seconds: bounds the writing of an answer
@@ -134,8 +137,10 @@ lb_admin_error(struct evhttp_request *req, int code, const char *reason,
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    /* message is always one of our own literals: no escaping needed */
-    evbuffer_add_printf(b, "{\"error\":\"%s\"}\n", message);
+    /* escaped: a config parser's message quotes what the client sent */
+    evbuffer_add(b, "{\"error\":", 9);
+    lb_json_str(b, message);
+    evbuffer_add(b, "}\n", 2);
     lb_admin_reply(req, code, reason, "application/json", b);
     evbuffer_free(b);
 }
@@ -232,6 +237,195 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req,
     else
         lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
     evbuffer_free(b);
+}
+
+/* Answers with the JSON of server `name` of pool `pool` in the current
+ * generation (after a members reload), or 500 with why it is not there. */
+static void
+lb_admin_reply_server(struct lb_admin *a, struct evhttp_request *req, int code,
+                      const char *reason, const char *pool, const char *name)
+{
+    struct lb_server_view *view = lb_admin_view_new();
+    struct evbuffer *b = evbuffer_new();
+    struct lb_server *srv = NULL;
+    struct lb_gen *gen = NULL;
+    bool pool_found;
+
+    if (view != NULL && b != NULL) {
+        pthread_mutex_lock(&a->d->state_lock);
+        if ((srv = lb_admin_find_server(a->d, pool, name, &pool_found)) != NULL) {
+            lb_admin_view_take(srv, view);
+            gen = a->d->gen;
+            lb_gen_ref(gen);
+        }
+        pthread_mutex_unlock(&a->d->state_lock);
+    }
+    if (srv != NULL) {
+        lb_admin_server_json(a->d, view, b);
+        evbuffer_add(b, "\n", 1);
+        lb_gen_unref(gen);
+        lb_admin_reply(req, code, reason, "application/json", b);
+    } else {
+        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error",
+                       view == NULL || b == NULL ? "out of memory"
+                                                 : "the server is not in the pool after the change");
+    }
+    free(view);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
+/* A members reload for an API change, or 500 with why it failed. */
+static bool
+lb_admin_members_reload(struct lb_admin *a, struct evhttp_request *req)
+{
+    char msg[1024];
+
+    if (lb_reload_members_request(a->d, msg, sizeof(msg)) == 0)
+        return true;
+    lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", msg);
+    return false;
+}
+
+/* POST /pools/P/servers: the body as a server line of the file would be
+ * (its messages), a name and an address not in the pool yet (409). The
+ * server is probed before it joins rotation, as after a reload. 201. */
+static void
+lb_admin_server_add(struct lb_admin *a, struct evhttp_request *req,
+                    const struct lb_admin_verdict *v)
+{
+    struct lb_daemon *d = a->d;
+    struct conf_server cs = { 0 };
+    struct lb_member mb = { 0 };
+    char name[CONF_NAME_MAX + 1], err[512];
+    const struct lb_pool *pool = NULL;
+    const struct lb_members *m;
+    const char *conflict = NULL;
+    int rc = 0;
+
+    if (conf_parse_server(v->server_line, name, &cs, err, sizeof(err)) != 0) {
+        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", err);
+        return;
+    }
+    snprintf(mb.name, sizeof(mb.name), "%s", name);
+    snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
+    mb.weight = cs.weight;
+    mb.max_connections = cs.max_connections;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
+        pool = strcmp(d->gen->pools[i].conf->name, v->pool) == 0 ? &d->gen->pools[i] : NULL;
+    for (size_t i = 0; pool != NULL && i < pool->conf->nservers && conflict == NULL; i++) {
+        const struct conf_server *s = &pool->conf->servers[i];
+
+        if (strcmp(s->name, mb.name) == 0)
+            conflict = "a server of this name is in the pool";
+        else if (strcmp(s->addr.text, mb.address) == 0)
+            conflict = "a server with this address is in the pool";
+    }
+    m = pool != NULL ? lb_members_of(d, v->pool) : NULL;
+    for (size_t i = 0; m != NULL && i < m->napi && conflict == NULL; i++) {
+        if (strcmp(m->api[i].name, mb.name) == 0 || strcmp(m->api[i].address, mb.address) == 0)
+            conflict = "a server of this name or address is being added";
+    }
+    if (pool != NULL && conflict == NULL)
+        rc = lb_members_api_add(d, v->pool, &mb);
+    pthread_mutex_unlock(&d->state_lock);
+    if (pool == NULL)
+        lb_admin_error(req, HTTP_NOTFOUND, "Not Found", "no such pool");
+    else if (conflict != NULL)
+        lb_admin_error(req, 409, "Conflict", conflict);
+    else if (rc != 0)
+        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
+    else if (lb_admin_members_reload(a, req))
+        lb_admin_reply_server(a, req, 201, "Created", v->pool, mb.name);
+}
+
+/* DELETE /pools/P/servers/S: a server the API added leaves rotation at
+ * once, drains with drain_timeout, then goes; one of the file or of DNS
+ * is theirs to remove (409). */
+static void
+lb_admin_server_delete(struct lb_admin *a, struct evhttp_request *req,
+                       const struct lb_admin_verdict *v)
+{
+    struct lb_daemon *d = a->d;
+    struct lb_server *srv;
+    const char *conflict = NULL;
+    bool pool_found;
+    uint32_t active = 0;
+    uint64_t drain_ms = 0;
+    struct evbuffer *b;
+
+    pthread_mutex_lock(&d->state_lock);
+    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
+    if (srv != NULL && srv->conf->source == CONF_SOURCE_CONFIG)
+        conflict = "the server comes from the config file: remove its line and reload";
+    else if (srv != NULL && srv->conf->source == CONF_SOURCE_DNS)
+        conflict = "the server comes from DNS: it leaves when its record does";
+    else if (srv != NULL) {
+        lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);   /* out of rotation now */
+        (void)lb_members_api_remove(d, v->pool, v->server);
+        active = bal_server_active(srv->pool->bal, srv->index);
+        drain_ms = srv->pool->conf->drain_timeout_ms;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (srv == NULL) {
+        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
+                       pool_found ? "no such server in this pool" : "no such pool");
+        return;
+    }
+    if (conflict != NULL) {
+        lb_admin_error(req, 409, "Conflict", conflict);
+        return;
+    }
+    if (!lb_admin_members_reload(a, req))
+        return;
+    if ((b = evbuffer_new()) == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    evbuffer_add(b, "{\"deleted\":", 11);
+    lb_json_str(b, v->server);
+    evbuffer_add_printf(b, ",\"active_connections\":%u,\"drain_timeout_ms\":%llu}\n", active,
+                        (unsigned long long)drain_ms);
+    lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
+    evbuffer_free(b);
+}
+
+/* POST /pools/P/servers/S/weight {"weight":N}: from the next pick, for a
+ * server of any source, until it leaves the pool. 0 keeps it in the pool
+ * with no new connections: it drains (as HAProxy's weight 0 does); a
+ * weight after 0 takes it back. */
+static void
+lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
+                       const struct lb_admin_verdict *v)
+{
+    struct lb_daemon *d = a->d;
+    struct lb_server *srv;
+    bool pool_found;
+    uint32_t before = UINT32_MAX;
+
+    if (v->weight > CONF_WEIGHT_MAX) {
+        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", "weight: use 0 to 256");
+        return;
+    }
+    pthread_mutex_lock(&d->state_lock);
+    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
+    if (srv != NULL) {
+        before = lb_members_weight_set(d, v->pool, v->server, v->weight);
+        if (v->weight == 0)
+            lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);
+        else if (before == 0)
+            lb_server_set_admin(d, srv, BAL_ADMIN_NONE);
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (srv == NULL) {
+        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
+                       pool_found ? "no such server in this pool" : "no such pool");
+        return;
+    }
+    if (v->weight != 0 && !lb_admin_members_reload(a, req))
+        return;
+    lb_admin_reply_server(a, req, HTTP_OK, "OK", v->pool, v->server);
 }
 
 /* The same as SIGHUP, answered with its outcome: 200, or 400 with the
@@ -401,6 +595,15 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         break;
     case LB_ADMIN_ROUTE_RELOAD:
         lb_admin_reload(a, req);
+        break;
+    case LB_ADMIN_ROUTE_SERVER_ADD:
+        lb_admin_server_add(a, req, &v);
+        break;
+    case LB_ADMIN_ROUTE_SERVER_DELETE:
+        lb_admin_server_delete(a, req, &v);
+        break;
+    case LB_ADMIN_ROUTE_SERVER_WEIGHT:
+        lb_admin_server_weight(a, req, &v);
         break;
     default:
         lb_admin_get(a, req, v.route);

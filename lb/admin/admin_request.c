@@ -44,6 +44,7 @@ struct lb_admin_head {
     bool has_host, has_origin, has_authorization, has_content_length;
     uint64_t content_length;
     size_t head_len;                        /* up to the empty line, included */
+    struct lb_admin_span body;
 };
 
 static const char *lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h);
@@ -293,6 +294,7 @@ lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h)
             return bad;
     }
     h->head_len = pos;
+    h->body = (struct lb_admin_span){ raw + pos, len - pos };
     /* evhttp read exactly these bytes as this request: if its idea of the
      * body's end is not Content-Length's, the two parsers disagree. */
     if ((uint64_t)(len - pos) != (h->has_content_length ? h->content_length : 0))
@@ -427,34 +429,210 @@ lb_admin_copy_name(char *dst, struct lb_admin_span s)
     dst[n] = '\0';
 }
 
-/* "/pools/P/servers/S/ACTION": false when the path has another shape. */
-static bool
-lb_admin_parse_action(struct lb_admin_span path, struct lb_admin_verdict *v,
-                      struct lb_admin_span *action)
+/* ------------------------------------------------------- JSON bodies */
+
+/* A field of a body: a string (at most cap - 1 bytes, no \u escape but
+ * \u0000-free ASCII ones) or a count (0..max). */
+struct lb_admin_field {
+    const char *name;
+    bool is_count;
+    bool is_required;
+    char *str;
+    size_t cap;
+    uint32_t *count;
+    uint32_t max;
+    bool is_seen;
+};
+
+static const char *
+lb_admin_json_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
+/* A JSON string at *p into out (cap bytes); NULL on success, else why. */
+static const char *
+lb_admin_json_string(const char **p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *q = *p;
+
+    if (q >= end || *q != '"')
+        return "expected a string";
+    for (q++; q < end && *q != '"'; q++) {
+        char c = *q;
+
+        if ((unsigned char)c < 0x20)
+            return "a control character in a string";
+        if (c == '\\') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *k;
+
+            if (++q >= end || (k = strchr(from, *q)) == NULL || *q == '\0')
+                return "an unsupported escape in a string";
+            c = to[k - from];
+        }
+        if (n + 1 >= cap)
+            return "a string too long";
+        out[n++] = c;
+    }
+    if (q >= end)
+        return "a string does not end";
+    out[n] = '\0';
+    *p = q + 1;
+    return NULL;
+}
+
+/* {"field": value, ...} with exactly the fields given (each once). NULL,
+ * or why not. */
+static const char *
+lb_admin_json_object(struct lb_admin_span body, struct lb_admin_field *fields, size_t n)
+{
+    const char *p = body.p, *end = body.p + body.len;
+    char key[32];
+
+    p = lb_admin_json_ws(p, end);
+    if (p >= end || *p++ != '{')
+        return "the body is not a JSON object";
+    p = lb_admin_json_ws(p, end);
+    if (p < end && *p == '}')
+        p++;
+    else {
+        for (;;) {
+            struct lb_admin_field *f = NULL;
+            const char *bad;
+
+            p = lb_admin_json_ws(p, end);
+            if ((bad = lb_admin_json_string(&p, end, key, sizeof(key))) != NULL)
+                return "the body is not a JSON object of known fields";
+            for (size_t i = 0; i < n && f == NULL; i++)
+                f = strcmp(fields[i].name, key) == 0 ? &fields[i] : NULL;
+            if (f == NULL)
+                return "unknown field in the body";
+            if (f->is_seen)
+                return "a field is given twice in the body";
+            f->is_seen = true;
+            p = lb_admin_json_ws(p, end);
+            if (p >= end || *p++ != ':')
+                return "the body is not valid JSON";
+            p = lb_admin_json_ws(p, end);
+            if (f->is_count) {
+                uint64_t v = 0;
+                const char *d = p;
+
+                while (p < end && *p >= '0' && *p <= '9' && p - d < 10)
+                    v = v * 10 + (uint64_t)(*p++ - '0');
+                if (p == d || (p < end && *p >= '0' && *p <= '9'))
+                    return "a count field is not a number";
+                if (v > f->max)
+                    return "a count field is out of range";
+                *f->count = (uint32_t)v;
+            } else if ((bad = lb_admin_json_string(&p, end, f->str, f->cap)) != NULL) {
+                return bad;
+            }
+            p = lb_admin_json_ws(p, end);
+            if (p < end && *p == ',') {
+                p++;
+                continue;
+            }
+            if (p < end && *p == '}') {
+                p++;
+                break;
+            }
+            return "the body is not valid JSON";
+        }
+    }
+    if (lb_admin_json_ws(p, end) != end)
+        return "more than one JSON object in the body";
+    for (size_t i = 0; i < n; i++) {
+        if (fields[i].is_required && !fields[i].is_seen)
+            return fields[i].is_count ? "the body has no weight" : "the body lacks a field";
+    }
+    return NULL;
+}
+
+/* POST /pools/P/servers: {"name","address"[,"weight"][,"max_connections"]}
+ * becomes the value of a server line. */
+static void
+lb_admin_body_server(struct lb_admin_span body, struct lb_admin_verdict *v)
+{
+    char name[128], address[sizeof(((struct conf_addr *)0)->text)];
+    uint32_t weight = 1, maxconn = 0;
+    struct lb_admin_field fields[] = {
+        { .name = "name", .is_required = true, .str = name, .cap = sizeof(name) },
+        { .name = "address", .is_required = true, .str = address, .cap = sizeof(address) },
+        { .name = "weight", .is_count = true, .count = &weight, .max = UINT32_MAX },
+        { .name = "max_connections", .is_count = true, .count = &maxconn, .max = UINT32_MAX },
+    };
+    const char *bad = lb_admin_json_object(body, fields, 4);
+    size_t n;
+
+    if (bad == NULL && (strpbrk(name, " \t") != NULL || strpbrk(address, " \t") != NULL))
+        bad = "name and address have no spaces";
+    if (bad != NULL) {
+        lb_admin_refuse(v, 400, strcmp(bad, "the body lacks a field") == 0
+                                    ? "the body needs \"name\" and \"address\""
+                                    : bad);
+        return;
+    }
+    /* the options the body gave, as the line would give them */
+    n = (size_t)snprintf(v->server_line, sizeof(v->server_line), "%s %s", name, address);
+    if (fields[2].is_seen && n < sizeof(v->server_line))
+        n += (size_t)snprintf(v->server_line + n, sizeof(v->server_line) - n, " weight=%u",
+                              weight);
+    if (fields[3].is_seen && n < sizeof(v->server_line))
+        snprintf(v->server_line + n, sizeof(v->server_line) - n, " max_connections=%u", maxconn);
+}
+
+static void
+lb_admin_body_weight(struct lb_admin_span body, struct lb_admin_verdict *v)
+{
+    struct lb_admin_field fields[] = {
+        { .name = "weight", .is_count = true, .is_required = true, .count = &v->weight,
+          .max = UINT32_MAX },
+    };
+    const char *bad = lb_admin_json_object(body, fields, 1);
+
+    if (bad != NULL)
+        lb_admin_refuse(v, 400, bad);
+}
+
+/* ------------------------------------------------------------- routes */
+
+/* The segments of "/pools/P/servers[/S[/ACTION]]": their count (3 to 5),
+ * or 0 when the path has another shape. */
+static size_t
+lb_admin_parse_pools_path(struct lb_admin_span path, struct lb_admin_verdict *v,
+                          struct lb_admin_span *action)
 {
     struct lb_admin_span seg[5];
     size_t n = 0, i = 1, start = 1;
 
     if (path.len < 2 || path.p[path.len - 1] == '/')
-        return false;
+        return 0;
     for (; i <= path.len; i++) {
         if (i < path.len && path.p[i] != '/')
             continue;
         if (i == start || n == 5)
-            return false;               /* an empty segment, or a sixth */
+            return 0;                   /* an empty segment, or a sixth */
         seg[n++] = (struct lb_admin_span){ path.p + start, i - start };
         start = i + 1;
     }
-    if (n != 5 || !lb_admin_span_eq(seg[0], "pools") || !lb_admin_span_eq(seg[2], "servers"))
-        return false;
+    if (n < 3 || !lb_admin_span_eq(seg[0], "pools") || !lb_admin_span_eq(seg[2], "servers"))
+        return 0;
     lb_admin_copy_name(v->pool, seg[1]);
-    lb_admin_copy_name(v->server, seg[3]);
-    *action = seg[4];
-    return true;
+    if (n >= 4)
+        lb_admin_copy_name(v->server, seg[3]);
+    if (n == 5)
+        *action = seg[4];
+    return n;
 }
 
+/* Routes a /pools/... path; sets *method to the one it takes. */
 static void
-lb_admin_route_action(struct lb_admin_span path, struct lb_admin_verdict *v)
+lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, const char **method)
 {
     static const struct { const char *name; enum lb_admin_action action; } actions[] = {
         { "enable", LB_ADMIN_ACTION_ENABLE },
@@ -462,9 +640,24 @@ lb_admin_route_action(struct lb_admin_span path, struct lb_admin_verdict *v)
         { "disable", LB_ADMIN_ACTION_DISABLE },
     };
     struct lb_admin_span action;
+    size_t n = lb_admin_parse_pools_path(path, v, &action);
 
-    if (!lb_admin_parse_action(path, v, &action)) {
-        lb_admin_refuse(v, 400, "bad path: use /pools/POOL/servers/SERVER/disable|drain|enable");
+    *method = "POST";
+    if (n == 3) {
+        v->route = LB_ADMIN_ROUTE_SERVER_ADD;
+        return;
+    }
+    if (n == 4) {
+        v->route = LB_ADMIN_ROUTE_SERVER_DELETE;
+        *method = "DELETE";
+        return;
+    }
+    if (n != 5) {
+        lb_admin_refuse(v, 400, "bad path: use /pools/POOL/servers[/SERVER[/ACTION]]");
+        return;
+    }
+    if (lb_admin_span_eq(action, "weight")) {
+        v->route = LB_ADMIN_ROUTE_SERVER_WEIGHT;
         return;
     }
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
@@ -474,7 +667,7 @@ lb_admin_route_action(struct lb_admin_span path, struct lb_admin_verdict *v)
             return;
         }
     }
-    lb_admin_refuse(v, 400, "bad action: use disable, drain or enable");
+    lb_admin_refuse(v, 400, "bad action: use disable, drain, enable or weight");
 }
 
 static void
@@ -487,8 +680,8 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     };
     struct lb_admin_span path = h->target;
     const char *query = memchr(path.p, '?', path.len);
+    const char *method = "POST";        /* the one a write route takes */
     bool is_get = lb_admin_span_eq(h->method, "GET") || v->is_head;
-    bool is_post = lb_admin_span_eq(h->method, "POST");
 
     if (h->has_host && !lb_admin_host_is_ours(admin, h->host_name)) {
         lb_admin_refuse(v, 403, "forbidden: Host is not this admin port (see [admin] allowed_hosts)");
@@ -514,17 +707,22 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
         v->route = LB_ADMIN_ROUTE_RELOAD;
     else if (lb_admin_span_eq(path, "/pools") ||
              (path.len > 6 && memcmp(path.p, "/pools/", 7) == 0))
-        lb_admin_route_action(path, v);
+        lb_admin_route_pools(path, v, &method);
     else
         lb_admin_refuse(v, 404, "not found");
     if (v->route == LB_ADMIN_ROUTE_REFUSED)
         return;
-    if (!is_post) {
-        lb_admin_refuse(v, 405, "method not allowed: use POST");
-        v->allow = "POST";
+    if (!lb_admin_span_eq(h->method, method)) {
+        lb_admin_refuse(v, 405, strcmp(method, "DELETE") == 0 ? "method not allowed: use DELETE"
+                                                                : "method not allowed: use POST");
+        v->allow = method;
     } else if (!lb_admin_is_authorized(admin->token, h)) {
         lb_admin_refuse(v, 401, "unauthorized: send Authorization: Bearer <token>");
         v->is_auth_challenge = true;
+    } else if (v->route == LB_ADMIN_ROUTE_SERVER_ADD) {
+        lb_admin_body_server(h->body, v);
+    } else if (v->route == LB_ADMIN_ROUTE_SERVER_WEIGHT) {
+        lb_admin_body_weight(h->body, v);
     }
 }
 

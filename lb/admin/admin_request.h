@@ -23,7 +23,8 @@
 /* Request line and headers together (evhttp's limit, and so ours); a
  * longer head is refused before any handler runs. */
 #define LB_ADMIN_MAX_HEADERS 8192
-/* POST bodies carry nothing: anything beyond a few bytes is refused. */
+/* POST bodies are small JSON objects (a server to add, a weight):
+ * anything longer is refused. */
 #define LB_ADMIN_MAX_BODY 1024
 
 enum lb_admin_route {
@@ -34,6 +35,9 @@ enum lb_admin_route {
     LB_ADMIN_ROUTE_HEALTHZ,             /* GET /healthz */
     LB_ADMIN_ROUTE_ACTION,              /* POST /pools/P/servers/S/ACTION */
     LB_ADMIN_ROUTE_RELOAD,              /* POST /reload */
+    LB_ADMIN_ROUTE_SERVER_ADD,          /* POST /pools/P/servers */
+    LB_ADMIN_ROUTE_SERVER_DELETE,       /* DELETE /pools/P/servers/S */
+    LB_ADMIN_ROUTE_SERVER_WEIGHT,       /* POST /pools/P/servers/S/weight */
 };
 
 enum lb_admin_action {
@@ -57,10 +61,17 @@ struct lb_admin_verdict {
     char pool[CONF_NAME_MAX + 1];
     char server[CONF_NAME_MAX + 1];
     enum lb_admin_action action;
+    /* SERVER_ADD: the body's {"name","address","weight","max_connections"},
+     * as a server line's value ("NAME ADDRESS weight=N ...") for the
+     * config's own parser to judge. SERVER_WEIGHT: {"weight"}. */
+    char server_line[2 * sizeof(((struct conf_addr *)0)->text)];
+    uint32_t weight;
 };
 
 /* Decides about one request: raw[0..len) is its head and body exactly as
- * received (nothing before, nothing after). admin holds what the port
+ * received (nothing before, nothing after). A body is read only as the
+ * JSON object of the route that takes one (400 when it is not one: an
+ * unknown or repeated field, a missing one, a value of the wrong type). admin holds what the port
  * accepts: its listen address, allowed_hosts and token. Fills *v; never
  * fails (a request it cannot read is a refusal). In order:
  *   - 400 and close: not strict HTTP/1.0 or 1.1 (request line, version,
@@ -71,7 +82,7 @@ struct lb_admin_verdict {
  *   - 403: a Host that is not the listen address, localhost or an allowed
  *     host, or an Origin present and not this port's own (http:// + Host);
  *   - 404 for an unknown path (whatever the method), 405 with Allow for a
- *     wrong method, 400 for a malformed action path;
+ *     wrong method, 400 for a malformed action path or body;
  *   - 401 for a POST without "Authorization: Bearer <token>", the exact
  *     token, when one is set. */
 void lb_admin_request_check(const struct conf_admin *admin, const char *raw,

@@ -229,6 +229,7 @@ struct lb_member {
     char name[CONF_NAME_MAX + 1];
     char address[sizeof(((struct conf_addr *)0)->text)];
     uint32_t weight;
+    uint32_t max_connections;
 };
 
 /* The members of one pool, by pool name; kept across reloads while the
@@ -241,6 +242,9 @@ struct lb_members {
     size_t ndns;
     struct lb_member *api;
     size_t napi;
+    struct lb_member *weights;          /* the admin API's weights, by
+                                           server name (0: drained) */
+    size_t nweights;
     struct lb_discover_status {
         uint64_t successes, failures;
         double last_success, last_failure;  /* unix seconds, 0 = never */
@@ -260,6 +264,14 @@ int lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errl
 void lb_members_sync(struct lb_daemon *d, const struct conf *c);
 /* The members of pool, or NULL. Caller holds state_lock. */
 const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *pool);
+/* The admin API's changes; caller holds state_lock, then asks for a
+ * members reload (lb_reload_members_request). -1 when out of memory. */
+int lb_members_api_add(struct lb_daemon *d, const char *pool, const struct lb_member *mb);
+bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
+/* A weight for a server of any source, kept until it leaves the pool;
+ * returns the weight it had from the API before (UINT32_MAX: none). */
+uint32_t lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
+                               uint32_t weight);
 
 /* ------------------------------------------------------------- reload.c */
 
@@ -284,5 +296,7 @@ void lb_reload_warm_check(struct lb_daemon *d, bool is_bound);
 /* POST /reload: asks main to reload and waits for the outcome. Returns the
  * reload's status (0 or -1) with its message in msg. Admin thread. */
 int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
+/* The same for a members reload, after the admin API changed members. */
+int lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len);
 
 #endif /* LB_CONTROL_H */

@@ -66,6 +66,7 @@ lb_members_free(struct lb_members *m)
     dsc_free(m->dsc);
     free(m->dns);
     free(m->api);
+    free(m->weights);
     free(m);
 }
 
@@ -91,12 +92,33 @@ lb_members_append(struct conf *c, size_t pi, const struct lb_member *list, size_
 
         if (lb_members_clashes(&c->pools[pi], &list[i]))
             continue;
-        snprintf(line, sizeof(line), "%s %s weight=%u", list[i].name, list[i].address,
-                 list[i].weight);
+        snprintf(line, sizeof(line), "%s %s weight=%u max_connections=%u", list[i].name,
+                 list[i].address, list[i].weight, list[i].max_connections);
         if (conf_pool_add_server(c, pi, line, source, err, errlen) != 0)
             return -1;
     }
     return 0;
+}
+
+/* The admin API's weights over the pool's servers; a weight whose server
+ * left the pool goes. 0 changes no weight (the server is drained). */
+static void
+lb_members_weigh(struct lb_members *m, struct conf_pool *p)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < m->nweights; i++) {
+        struct conf_server *s = NULL;
+
+        for (size_t j = 0; j < p->nservers && s == NULL; j++)
+            s = strcmp(p->servers[j].name, m->weights[i].name) == 0 ? &p->servers[j] : NULL;
+        if (s == NULL)
+            continue;
+        if (m->weights[i].weight != 0)
+            s->weight = m->weights[i].weight;
+        m->weights[kept++] = m->weights[i];
+    }
+    m->nweights = kept;
 }
 
 int
@@ -106,16 +128,75 @@ lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
 
     pthread_mutex_lock(&d->state_lock);
     for (size_t pi = 0; pi < c->npools && rc == 0; pi++) {
-        const struct lb_members *m = lb_members_find(d, c->pools[pi].name);
+        struct lb_members *m = lb_members_find(d, c->pools[pi].name);
 
         if (m == NULL)
             continue;
         rc = lb_members_append(c, pi, m->api, m->napi, CONF_SOURCE_API, err, errlen);
         if (rc == 0)
             rc = lb_members_append(c, pi, m->dns, m->ndns, CONF_SOURCE_DNS, err, errlen);
+        if (rc == 0)
+            lb_members_weigh(m, &c->pools[pi]);
     }
     pthread_mutex_unlock(&d->state_lock);
     return rc;
+}
+
+/* ------------------------------------------------------------ the API */
+
+static int
+lb_members_push(struct lb_member **list, size_t *n, const struct lb_member *mb)
+{
+    struct lb_member *grown = realloc(*list, (*n + 1) * sizeof(*grown));
+
+    if (grown == NULL)
+        return -1;
+    *list = grown;
+    grown[(*n)++] = *mb;
+    return 0;
+}
+
+int
+lb_members_api_add(struct lb_daemon *d, const char *pool, const struct lb_member *mb)
+{
+    struct lb_members *m = lb_members_get(d, pool);
+
+    return m != NULL ? lb_members_push(&m->api, &m->napi, mb) : -1;
+}
+
+bool
+lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name)
+{
+    struct lb_members *m = lb_members_find(d, pool);
+
+    for (size_t i = 0; m != NULL && i < m->napi; i++) {
+        if (strcmp(m->api[i].name, name) == 0) {
+            m->api[i] = m->api[--m->napi];
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t
+lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name, uint32_t weight)
+{
+    struct lb_members *m = lb_members_get(d, pool);
+    struct lb_member w = { .weight = weight };
+    uint32_t before = UINT32_MAX;
+
+    if (m == NULL)
+        return before;
+    for (size_t i = 0; i < m->nweights; i++) {
+        if (strcmp(m->weights[i].name, name) == 0) {
+            before = m->weights[i].weight;
+            m->weights[i].weight = weight;
+            return before;
+        }
+    }
+    snprintf(w.name, sizeof(w.name), "%s", name);
+    (void)lb_members_push(&m->weights, &m->nweights, &w);
+    return before;
 }
 
 /* ---------------------------------------------------------- discovery */
@@ -210,12 +291,15 @@ lb_members_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b)
 /* After a commit: one discovery per pool of c that asks for it, kept when
  * its spec did not change (a changed one starts over, at once, and keeps
  * the last set until its first answer); the members of pools that are gone
- * go with them. */
+ * go with them. Under state_lock throughout: the admin thread may add a
+ * pool's entry meanwhile. */
 void
 lb_members_sync(struct lb_daemon *d, const struct conf *c)
 {
-    char err[256];
+    char err[256], qbuf[300];
+    bool is_dropped = false;
 
+    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->nmembers; i++)
         d->members[i]->is_seen = false;
     for (size_t pi = 0; pi < c->npools; pi++) {
@@ -229,27 +313,19 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
             if (m != NULL && m->dsc != NULL) {
                 dsc_free(m->dsc);
                 m->dsc = NULL;
-                pthread_mutex_lock(&d->state_lock);
-                m->ndns = 0;            /* the next members reload drops them */
-                pthread_mutex_unlock(&d->state_lock);
-                event_active(d->members_ev, EV_READ, 0);
+                m->ndns = 0;            /* the members reload below drops them */
+                is_dropped = true;
             }
             continue;
         }
-        if (m == NULL) {
-            pthread_mutex_lock(&d->state_lock);
-            m = lb_members_get(d, p->name);
-            pthread_mutex_unlock(&d->state_lock);
-            if (m == NULL) {
-                lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"out of memory\"",
-                       p->name);
-                continue;
-            }
-            m->is_seen = true;
+        if (m == NULL && (m = lb_members_get(d, p->name)) == NULL) {
+            lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"out of memory\"", p->name);
+            continue;
         }
+        m->is_seen = true;
         if (lb_members_spec(p, &spec, err, sizeof(err)) != 0) {
             lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=%s", p->name,
-                   lb_log_quote((char[300]){ 0 }, 300, err));
+                   lb_log_quote(qbuf, sizeof(qbuf), err));
             continue;
         }
         if (m->dsc != NULL && lb_members_spec_equal(dsc_spec_of(m->dsc), &spec))
@@ -258,7 +334,6 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
         if ((m->dsc = dsc_new(d->base, &spec, lb_members_on_result, m)) == NULL)
             lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"cannot start\"", p->name);
     }
-    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->nmembers;) {
         if (!d->members[i]->is_seen) {
             lb_members_free(d->members[i]);
@@ -268,6 +343,8 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
         }
     }
     pthread_mutex_unlock(&d->state_lock);
+    if (is_dropped)
+        event_active(d->members_ev, EV_READ, 0);
 }
 
 static void

@@ -64,6 +64,7 @@ struct lb_reload_run {
     bool is_file;                       /* reads the file (else: members) */
     uint64_t number;                    /* the new generation */
     uint64_t ticket;                    /* POST /reload requests it answers */
+    uint64_t members_ticket;            /* admin API changes it applies */
     uint64_t started_ms;
     size_t added, removed;
     size_t switched;                    /* workers acknowledged */
@@ -272,20 +273,22 @@ static void
 lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
 {
     struct lb_reload_run *run = calloc(1, sizeof(*run));
-    uint64_t ticket = 0;                /* a members reload answers no POST */
+    uint64_t ticket = 0, members_ticket;    /* a members reload answers no POST */
 
-    if (is_file) {
-        pthread_mutex_lock(&d->reload_lock);
+    pthread_mutex_lock(&d->reload_lock);
+    if (is_file)
         ticket = d->reload_asked;       /* every request asked so far */
-        pthread_mutex_unlock(&d->reload_lock);
-    }
+    members_ticket = d->members_asked;  /* both kinds apply the members */
+    pthread_mutex_unlock(&d->reload_lock);
     if (run == NULL) {
-        struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file };
+        struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file,
+                                        .members_ticket = members_ticket };
 
         lb_reload_end(d, trigger, ticket, -1, "out of memory", &failed);
         return;
     }
     *run = (struct lb_reload_run){ .trigger = trigger, .is_file = is_file, .ticket = ticket,
+                                   .members_ticket = members_ticket,
                                    .started_ms = lb_mono_ms() };
     lb_reload_attempt(d, run);
 }
@@ -447,6 +450,14 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
     else
         lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
+    pthread_mutex_lock(&d->reload_lock);
+    if (run->members_ticket > d->members_done) {
+        d->members_done = run->members_ticket;
+        d->members_status = rc;
+        snprintf(d->members_message, sizeof(d->members_message), "%s", err);
+        pthread_cond_broadcast(&d->reload_cond);
+    }
+    pthread_mutex_unlock(&d->reload_lock);
     if (!run->is_file)
         return;
     pthread_mutex_lock(&d->state_lock);
@@ -490,10 +501,14 @@ lb_reload_signal(struct lb_daemon *d)
 
 /* --------------------------------------------------------- POST /reload */
 
-int
-lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
+/* Asks main for a reload of kind (file, or members) and waits for the one
+ * that covers the request: its status, its message in msg. */
+static int
+lb_reload_wait(struct lb_daemon *d, enum lb_main_msg_kind kind, uint64_t *asked,
+               const uint64_t *done, const int *status, const char *message, char *msg,
+               size_t len)
 {
-    struct lb_main_msg m = { .kind = LB_MAIN_RELOAD };
+    struct lb_main_msg m = { .kind = kind };
     struct timespec deadline;
     uint64_t ticket;
     int rc = -1;
@@ -501,7 +516,7 @@ lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;
     pthread_mutex_lock(&d->reload_lock);
-    ticket = ++d->reload_asked;
+    ticket = ++*asked;
     pthread_mutex_unlock(&d->reload_lock);
     if (lb_mailbox_post(d->mailbox, &m) == -1) {
         snprintf(msg, len, "out of memory");
@@ -509,18 +524,32 @@ lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
     }
 
     pthread_mutex_lock(&d->reload_lock);
-    while (d->reload_done < ticket) {
+    while (*done < ticket) {
         if (pthread_cond_timedwait(&d->reload_cond, &d->reload_lock, &deadline) != 0)
             break;
     }
-    if (d->reload_done >= ticket) {
-        rc = d->reload_status;
-        snprintf(msg, len, "%s", d->reload_message);
+    if (*done >= ticket) {
+        rc = *status;
+        snprintf(msg, len, "%s", message);
     } else {
         snprintf(msg, len, "reload did not finish in 30 s");
     }
     pthread_mutex_unlock(&d->reload_lock);
     return rc;
+}
+
+int
+lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
+{
+    return lb_reload_wait(d, LB_MAIN_RELOAD, &d->reload_asked, &d->reload_done,
+                          &d->reload_status, d->reload_message, msg, len);
+}
+
+int
+lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len)
+{
+    return lb_reload_wait(d, LB_MAIN_MEMBERS, &d->members_asked, &d->members_done,
+                          &d->members_status, d->members_message, msg, len);
 }
 
 /* ---------------------------------------------------------- old gens */

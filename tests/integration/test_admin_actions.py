@@ -230,7 +230,10 @@ class AdminActionsTest(LbTestCase):
                 allow = r.header("Allow")
                 self.assertIsNotNone(allow, f"{method} {path}: 405 without Allow: {r}")
                 self.assertIn("POST", [m.strip() for m in allow.split(",")], str(r))
-        for path in ("/pools/web/servers/web1", "/pools/web/servers//disable",
+        r = a.post("/pools/web/servers/web1")      # DELETE removes a server
+        self.assertJsonError(r, 405, "POST /pools/web/servers/web1")
+        self.assertEqual(r.header("Allow"), "DELETE")
+        for path in ("/pools/web/servers//disable",
                      "/pools/web/servers/web1/explode", "/pools/web/servers/web1/disable/x",
                      "/pools/web/servers/web1/disable/x/y", "/pools//servers/web1/disable",
                      "/pools/web/hosts/web1/disable", "/pools/web/servers", "/pools/web",

@@ -193,14 +193,20 @@ test_routes(void)
         { "GET /pools/web/servers/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 405, 0,
           "method not allowed: use POST", false },
         { "POST /pools HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
-          "bad path: use /pools/POOL/servers/SERVER/disable|drain|enable", false },
-        { "POST /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
+          "bad path: use /pools/POOL/servers[/SERVER[/ACTION]]", false },
+        { "POST /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, 405, 0,
+          "method not allowed: use DELETE", false },
+        { "DELETE /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, OK,
+          LB_ADMIN_ROUTE_SERVER_DELETE, NULL, false },
+        { "DELETE /pools/web/servers HTTP/1.1\r\n" H "\r\n", 0, 405, 0,
+          "method not allowed: use POST", false },
+        { "DELETE /pools/web/servers/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
         { "POST /pools/web/servers/web1/drain/ HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web//servers/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/servers/web1/drain/x HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/server/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/servers/web1/Drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
-          "bad action: use disable, drain or enable", false },
+          "bad action: use disable, drain, enable or weight", false },
         /* methods are case-sensitive (RFC 9110 9.1): found by fuzzing */
         { "PoST /reload HTTP/1.1\r\n" H "\r\n", 0, 405, 0, "method not allowed: use POST", false },
         { "get /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
@@ -240,6 +246,72 @@ test_routes(void)
 
 #define FORBIDDEN_HOST "forbidden: Host is not this admin port (see [admin] allowed_hosts)"
 #define FORBIDDEN_ORIGIN "forbidden: a request from another site (Origin)"
+
+/* The JSON bodies of the members API: exactly the fields named, each
+ * once, strings and counts; anything else is a 400 before lb looks at it. */
+static void
+test_bodies(void)
+{
+    static const struct { const char *body; const char *error; const char *line; } adds[] = {
+        { "{\"name\":\"web9\",\"address\":\"10.0.0.9:8080\",\"weight\":2}", NULL,
+          "web9 10.0.0.9:8080 weight=2" },
+        { " { \"address\" : \"[::1]:80\" , \"name\" : \"a\" } ", NULL, "a [::1]:80" },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"max_connections\":5}", NULL,
+          "a b:1 max_connections=5" },
+        { "{\"name\":\"a\\\"b\",\"address\":\"x:1\"}", NULL, "a\"b x:1" },
+        { "", "the body is not a JSON object", NULL },
+        { "[]", "the body is not a JSON object", NULL },
+        { "{\"name\":\"a\"}", "the body needs \"name\" and \"address\"", NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"port\":1}", "unknown field in the body", NULL },
+        { "{\"name\":\"a\",\"name\":\"b\",\"address\":\"b:1\"}", "a field is given twice in the body",
+          NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":\"2\"}", "a count field is not a number",
+          NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":-1}", "a count field is not a number",
+          NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":99999999999}",
+          "a count field is not a number", NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\"}{}", "more than one JSON object in the body", NULL },
+        { "{\"name\":\"a b\",\"address\":\"b:1\"}", "name and address have no spaces", NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\"", "the body is not valid JSON", NULL },
+        { "{\"name\":\"\\u0041\",\"address\":\"b:1\"}", "an unsupported escape in a string", NULL },
+        { "{\"name\":\"a\n\",\"address\":\"b:1\"}", "a control character in a string", NULL },
+    };
+    struct conf_admin a = admin_of("127.0.0.1:9900", "", "");
+    char raw[1024];
+
+    for (size_t i = 0; i < sizeof(adds) / sizeof(adds[0]); i++) {
+        struct lb_admin_verdict v;
+        int n = snprintf(raw, sizeof(raw),
+                         "POST /pools/web/servers HTTP/1.1\r\n" H "Content-Length: %zu\r\n\r\n%s",
+                         strlen(adds[i].body), adds[i].body);
+
+        lb_admin_request_check(&a, raw, (size_t)n, &v);
+        if (adds[i].error == NULL) {
+            CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_SERVER_ADD);
+            CHECK_EQ_STR(v.server_line, adds[i].line);
+            CHECK_EQ_STR(v.pool, "web");
+        } else {
+            CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_REFUSED);
+            CHECK_EQ_INT(v.status, 400);
+            CHECK_EQ_STR(v.error, adds[i].error);
+        }
+    }
+    {
+        struct lb_admin_verdict v;
+        const char *w = "POST /pools/web/servers/web1/weight HTTP/1.1\r\n" H
+                        "Content-Length: 12\r\n\r\n{\"weight\":0}";
+
+        lb_admin_request_check(&a, w, strlen(w), &v);
+        CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_SERVER_WEIGHT);
+        CHECK_EQ_INT(v.weight, 0);
+        CHECK_EQ_STR(v.server, "web1");
+        w = "POST /pools/web/servers/web1/weight HTTP/1.1\r\n" H "Content-Length: 2\r\n\r\n{}";
+        lb_admin_request_check(&a, w, strlen(w), &v);
+        CHECK_EQ_INT(v.status, 400);
+        CHECK_EQ_STR(v.error, "the body has no weight");
+    }
+}
 
 static void
 test_host_and_origin(void)
@@ -477,6 +549,7 @@ main(void)
 {
     test_parsing();
     test_routes();
+    test_bodies();
     test_host_and_origin();
     test_token();
     test_error_page();
