@@ -194,51 +194,6 @@ lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
     return NULL;
 }
 
-static void
-lb_admin_action(struct lb_admin *a, struct evhttp_request *req,
-                const struct lb_admin_verdict *v)
-{
-    /* indexed by enum lb_admin_action */
-    static const enum bal_admin admins[] = { BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE };
-    struct lb_server *srv;
-    struct lb_server_view *view;
-    struct lb_gen *gen = NULL;
-    struct evbuffer *b;
-    bool pool_found;
-
-    b = evbuffer_new();
-    view = lb_admin_view_new();
-    if (b == NULL || view == NULL) {
-        if (b != NULL)
-            evbuffer_free(b);
-        free(view);
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        return;
-    }
-    pthread_mutex_lock(&a->d->state_lock);
-    srv = lb_admin_find_server(a->d, v->pool, v->server, &pool_found);
-    if (srv != NULL) {
-        lb_server_set_admin(a->d, srv, admins[v->action]);
-        lb_admin_view_take(srv, view);
-        /* the view names srv's generation: keep it until written */
-        gen = a->d->gen;
-        lb_gen_ref(gen);
-    }
-    pthread_mutex_unlock(&a->d->state_lock);
-    if (srv != NULL) {
-        lb_admin_server_json(a->d, view, b);
-        evbuffer_add(b, "\n", 1);
-        lb_gen_unref(gen);
-    }
-    free(view);
-    if (srv == NULL)
-        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
-                       pool_found ? "no such server in this pool" : "no such pool");
-    else
-        lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
-    evbuffer_free(b);
-}
-
 /* Answers with the JSON of server `name` of pool `pool` in the current
  * generation (after a members reload), or 500 with why it is not there. */
 static void
@@ -273,6 +228,34 @@ lb_admin_reply_server(struct lb_admin *a, struct evhttp_request *req, int code,
     free(view);
     if (b != NULL)
         evbuffer_free(b);
+}
+
+static void
+lb_admin_not_found(struct evhttp_request *req, bool pool_found)
+{
+    lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
+                   pool_found ? "no such server in this pool" : "no such pool");
+}
+
+/* POST /pools/P/servers/S/{enable|drain|disable}: 200 with the server. */
+static void
+lb_admin_action(struct lb_admin *a, struct evhttp_request *req,
+                const struct lb_admin_verdict *v)
+{
+    /* indexed by enum lb_admin_action */
+    static const enum bal_admin admins[] = { BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE };
+    struct lb_server *srv;
+    bool pool_found;
+
+    pthread_mutex_lock(&a->d->state_lock);
+    srv = lb_admin_find_server(a->d, v->pool, v->server, &pool_found);
+    if (srv != NULL)
+        lb_server_set_admin(a->d, srv, admins[v->action]);
+    pthread_mutex_unlock(&a->d->state_lock);
+    if (srv == NULL)
+        lb_admin_not_found(req, pool_found);
+    else
+        lb_admin_reply_server(a, req, HTTP_OK, "OK", v->pool, v->server);
 }
 
 /* A members reload for an API change, or 500 with why it failed. */
@@ -369,8 +352,7 @@ lb_admin_server_delete(struct lb_admin *a, struct evhttp_request *req,
     }
     pthread_mutex_unlock(&d->state_lock);
     if (srv == NULL) {
-        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
-                       pool_found ? "no such server in this pool" : "no such pool");
+        lb_admin_not_found(req, pool_found);
         return;
     }
     if (conflict != NULL) {
@@ -419,8 +401,7 @@ lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
     }
     pthread_mutex_unlock(&d->state_lock);
     if (srv == NULL) {
-        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
-                       pool_found ? "no such server in this pool" : "no such pool");
+        lb_admin_not_found(req, pool_found);
         return;
     }
     if (v->weight != 0 && !lb_admin_members_reload(a, req))
