@@ -316,6 +316,7 @@ SERVER_SPEC = {
     "admin": lambda v: v in ("none", "drain", "disable"),
     "check": _is_str, "checks_total": _is_count, "last_detection_ms": _is_num,
     "max_connections": _is_count,
+    "source": lambda v: v in ("config", "dns", "api"),
 }
 
 LAST_CHECK_SPEC = {

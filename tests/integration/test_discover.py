@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 
 import harness
@@ -300,6 +301,58 @@ class DiscoverTest(harness.LbTestCase):
         self.assertEqual(pool_of(st)["discovery"]["servers_discovered"], n)
         self.assertIn(f"t999.targets.test:{20000 + 999}", servers_of(st))
         self.assertEqual(servers_of(st)[f"t0.targets.test:20000"]["address"], f"{HOST}:20000")
+
+    def test_churn_under_load(self):
+        """50 changes a minute (one server out, another in, a weight) while
+        clients open 200 connections a second: not one fails.
+        LB_CHURN_SECONDS makes it longer (the README's figure: 180)."""
+        seconds = float(os.environ.get("LB_CHURN_SECONDS", "24"))
+        backends = [self.named(f"N{i}") for i in range(10)]
+        hosts = {f"n{i}.svc.test": HOST for i in range(10)}
+
+        def records(k):
+            # six of the ten, a window that moves by one at each change
+            return [(f"n{(k + j) % 10}.svc.test", backends[(k + j) % 10].port, 0, 1 + (k + j) % 3)
+                    for j in range(6)]
+        self.dns.serve(srv=records(0), hosts=hosts)
+        lb = self.start()
+        self.wait_servers(lambda s: len(s) == 6 and all(v["state"] == "up" for v in s.values()),
+                          "six servers up")
+        stop = threading.Event()
+        result = {"ok": 0, "failed": []}
+
+        def clients():
+            period, t = 1 / 200, time.monotonic()
+            while not stop.is_set():
+                try:
+                    with harness.connect(self.port, timeout=5) as c:
+                        line = harness.read_line(c)
+                    if line.startswith(b"N"):
+                        result["ok"] += 1
+                    else:
+                        result["failed"].append(repr(line))
+                except OSError as e:
+                    result["failed"].append(repr(e))
+                t += period
+                time.sleep(max(0.0, t - time.monotonic()))
+        th = threading.Thread(target=clients)
+        th.start()
+        changes, t0 = 0, time.monotonic()
+        try:
+            while time.monotonic() - t0 < seconds:
+                changes += 1
+                self.dns.serve(srv=records(changes), hosts=hosts)
+                time.sleep(max(0.0, t0 + changes * 60 / 50 - time.monotonic()))
+        finally:
+            stop.set()
+            th.join(30)
+        elapsed = time.monotonic() - t0
+        reloads = len(lb.events("reload", trigger="discover"))
+        print(f"churn: {changes} changes in {elapsed:.0f} s, {reloads} members reloads, "
+              f"{result['ok']} connections, {len(result['failed'])} failed", flush=True)
+        self.assertEqual(result["failed"], [])
+        self.assertGreaterEqual(result["ok"], 150 * elapsed)      # the load was there
+        self.assertGreaterEqual(reloads, changes // 2)          # the changes were seen
 
     def lb_events(self, name):
         return harness._current_lbs[-1].events(name)
