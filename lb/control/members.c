@@ -350,7 +350,10 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
 static void
 lb_members_on_changed(evutil_socket_t fd, short what, void *arg)
 {
-    lb_reload_members(arg, "discover");
+    struct lb_daemon *d = arg;
+
+    if (d->shutdown_timer_ev == NULL)   /* stopping: the pools stay as they are */
+        lb_reload_members(d, "discover");
 }
 
 int

@@ -49,7 +49,9 @@ class DnsServer:
       srv: [(target, port, priority, weight)] for SRV_NAME
       hosts: {target: address}
       mode: "ok", "refused" (REFUSED for the zone), "empty" (the name exists
-            with no SRV record: NODATA), "nxdomain" (no such name)."""
+            with no SRV record: NODATA), "nxdomain" (no such name), "silent"
+            (the zone is forwarded to a port where nothing answers: dnsmasq
+            never replies)."""
 
     SRV_NAME = "_web._tcp.svc.test"
     BIN = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
@@ -57,6 +59,7 @@ class DnsServer:
     def __init__(self, tmpdir):
         self.dir = tmpdir
         self.port = free_port()         # free for TCP; UDP follows in practice
+        self.silent_port = free_port()  # nothing listens there
         self.proc = None
         self.generation = 0
 
@@ -68,6 +71,8 @@ class DnsServer:
                  f"txt-record=gen.svc.test,g{self.generation}"]
         if mode == "refused":
             lines.append("server=/svc.test/#")      # no upstream: REFUSED
+        elif mode == "silent":
+            lines.append(f"server=/svc.test/{HOST}#{self.silent_port}")
         else:
             lines.append("local=/svc.test/")        # unknown names: NXDOMAIN
         if mode == "ok":
@@ -228,6 +233,7 @@ class DiscoverTest(harness.LbTestCase):
 
         cases = [
             ("stopped", None, "connection refused by the DNS server"),
+            ("timeout", "silent", f"no answer within {int(INTERVAL_S * 1000)} ms"),
             ("refused", "refused", "REFUSED"),
             ("nxdomain", "nxdomain", "NXDOMAIN"),
             ("empty", "empty", "empty answer"),
@@ -258,6 +264,34 @@ class DiscoverTest(harness.LbTestCase):
                               "discovery ok again")
         self.assertEqual(set(servers_of(self.admin.stats())), {name})
         self.assertEqual(len(lb.events("server_removed")), 0)
+
+    def test_reload_with_another_name_asks_at_once(self):
+        """A reload that changes discover_name asks the new name at once,
+        not at the next interval (5 s here), and keeps the old set until
+        the new answer; one that changes nothing asks nothing more."""
+        a, b = self.named("A"), self.named("B")
+        extra = [f"srv-host=_other._tcp.svc.test,b.svc.test,{b.port},0,1"]
+        hosts = {"a.svc.test": HOST, "b.svc.test": HOST}
+        self.dns.serve(srv=[("a.svc.test", a.port, 0, 1)], hosts=hosts, extra=extra)
+        keys = {"discover_interval": "5s"}
+        lb = self.start(keys=keys)
+        self.wait_servers(lambda s: set(s) == {f"a.svc.test:{a.port}"}, "a discovered")
+        successes = pool_of(self.admin.stats())["discovery"]["successes"]
+
+        r = self.admin.post("/reload")                      # the same file
+        self.assertEqual(r.status, 200, str(r))
+        self.assertEqual(pool_of(self.admin.stats())["discovery"]["successes"], successes)
+
+        with open(lb.config_path, "w") as f:
+            f.write(discover_config(self.dns, self.admin_port, self.port,
+                                    dict(keys, discover_name="_other._tcp.svc.test")))
+        t0 = time.monotonic()
+        r = self.admin.post("/reload")
+        self.assertEqual(r.status, 200, str(r))
+        self.wait_servers(lambda s: set(s) == {f"b.svc.test:{b.port}"}, "b from the new name",
+                          timeout=4.0)
+        self.assertLess(time.monotonic() - t0, 4.0)          # not the 5 s interval
+        self.assertEqual(pool_of(self.admin.stats())["discovery"]["name"], "_other._tcp.svc.test")
 
     def test_a_records_with_file_servers(self):
         """dns-a: the name's addresses with discover_port; a file server
