@@ -213,6 +213,27 @@ conf_load_settled(const char *path, unsigned quiet_ms, struct conf **out, char *
     return 1;
 }
 
+static bool
+conf_type_is_string(enum conf_type t)
+{
+    return t == CONF_TYPE_STRING || t == CONF_TYPE_WORD || t == CONF_TYPE_PATH ||
+           t == CONF_TYPE_NAME;
+}
+
+/* Frees the string fields of obj that kind's key table names: conf_free
+ * and conf_dup both go by the table, so a new string key needs no code. */
+static void
+conf_free_strings(enum conf_section_kind kind, void *obj)
+{
+    size_t nkeys;
+    const struct conf_key *keys = conf_keys_of(kind, &nkeys);
+
+    for (size_t i = 0; i < nkeys; i++) {
+        if (conf_type_is_string(keys[i].type))
+            free(*(char **)((char *)obj + keys[i].offset));
+    }
+}
+
 void
 conf_free(struct conf *c)
 {
@@ -221,10 +242,10 @@ conf_free(struct conf *c)
     if (c == NULL)
         return;
     free(c->file);
-    free(c->admin.token);
+    conf_free_strings(CONF_SECTION_ADMIN, &c->admin);
     for (i = 0; i < c->nfrontends; i++) {
         free(c->frontends[i].name);
-        free(c->frontends[i].pool_name);
+        conf_free_strings(CONF_SECTION_FRONTEND, &c->frontends[i]);
     }
     free(c->frontends);
     for (i = 0; i < c->npools; i++) {
@@ -233,10 +254,7 @@ conf_free(struct conf *c)
             free(pool->servers[j].name);
         free(pool->servers);
         free(pool->name);
-        free(pool->check_path);
-        free(pool->check_host);
-        free(pool->check_ca);
-        free(pool->discover_name);
+        conf_free_strings(CONF_SECTION_POOL, pool);
     }
     free(c->pools);
     free(c);
@@ -255,8 +273,7 @@ conf_dup_strings(enum conf_section_kind kind, void *obj)
     for (size_t i = 0; i < nkeys; i++) {
         char **field = (char **)((char *)obj + keys[i].offset);
 
-        if (keys[i].type != CONF_TYPE_STRING && keys[i].type != CONF_TYPE_WORD &&
-            keys[i].type != CONF_TYPE_PATH && keys[i].type != CONF_TYPE_NAME)
+        if (!conf_type_is_string(keys[i].type))
             continue;
         if (rc == 0 && *field != NULL && (*field = strdup(*field)) == NULL)
             rc = -1;

@@ -74,7 +74,7 @@ fuzz_server(const char *s)
         fuzz_check_message(err, sizeof(err));
         return;
     }
-    FUZZ_CHECK(conf_name_is_valid(name));
+    FUZZ_CHECK(conf_server_name_is_valid(name));
     FUZZ_CHECK(strstr(s, name) != NULL);
     FUZZ_CHECK(srv.weight >= CONF_WEIGHT_MIN && srv.weight <= CONF_WEIGHT_MAX);
     FUZZ_CHECK(srv.max_connections <= CONF_SERVER_CONNS_MAX);

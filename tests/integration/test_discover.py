@@ -159,22 +159,26 @@ class DiscoverTest(harness.LbTestCase):
 
     def test_pool_follows_srv_changes(self):
         a, b = self.named("A", hold=True), self.named("B", hold=True)
-        c = self.refused()
-        hosts = {"a.svc.test": HOST, "b.svc.test": HOST, "c.svc.test": HOST}
+        c, d = self.refused(), self.named("D")
+        hosts = {"a.svc.test": HOST, "b.svc.test": HOST, "c.svc.test": HOST, "d.svc.test": HOST}
         # priority 1 is a backup tier: only the lowest priority present counts
         self.dns.serve(srv=[("a.svc.test", a.port, 0, 5), ("b.svc.test", b.port, 0, 1),
-                            ("c.svc.test", c.port, 1, 1)], hosts=hosts)
+                            ("c.svc.test", c.port, 1, 1), ("d.svc.test", d.port, 0, 1)],
+                       hosts=hosts)
         self.start()
-        want = {f"a.svc.test:{a.port}", f"b.svc.test:{b.port}"}
+        dname = f"d.svc.test:{d.port}"
+        want = {f"a.svc.test:{a.port}", f"b.svc.test:{b.port}", dname}
         self.wait_servers(lambda s: set(s) == want and all(v["state"] == "up" for v in s.values()),
-                          "a and b discovered and up")
+                          "a, b and d discovered and up")
+        # the operator drains d: that is d's state, kept across the change
+        self.assertEqual(self.admin.action("web", dname, "drain").status, 200)
         st = self.admin.stats()
         srv = servers_of(st)
         self.assertEqual(srv[f"a.svc.test:{a.port}"]["source"], "dns")
         self.assertEqual(srv[f"a.svc.test:{a.port}"]["weight"], 5)
         self.assertEqual(srv[f"a.svc.test:{a.port}"]["address"], f"{HOST}:{a.port}")
         disc = pool_of(st)["discovery"]
-        self.assertEqual((disc["status"], disc["servers_discovered"]), ("ok", 2))
+        self.assertEqual((disc["status"], disc["servers_discovered"]), ("ok", 3))
 
         # a connection to each of a and b, open across the change
         held = {}
@@ -188,11 +192,12 @@ class DiscoverTest(harness.LbTestCase):
         ups_before = len(self.lb_events("server_up"))
         a_total = srv[f"a.svc.test:{a.port}"]["total_connections"]
 
-        # b leaves, a is reweighed, c (refusing) joins the lowest priority
+        # b leaves, a is reweighed, c (refusing) joins the lowest priority,
+        # d stays
         t0 = time.monotonic()
-        self.dns.serve(srv=[("a.svc.test", a.port, 0, 7), ("c.svc.test", c.port, 0, 3)],
-                       hosts=hosts)
-        want = {f"a.svc.test:{a.port}", f"c.svc.test:{c.port}"}
+        self.dns.serve(srv=[("a.svc.test", a.port, 0, 7), ("c.svc.test", c.port, 0, 3),
+                            ("d.svc.test", d.port, 0, 1)], hosts=hosts)
+        want = {f"a.svc.test:{a.port}", f"c.svc.test:{c.port}", dname}
         self.wait_servers(lambda s: set(s) == want and s[f"a.svc.test:{a.port}"]["weight"] == 7,
                           "the pool to follow the new records")
         followed = time.monotonic() - t0
@@ -202,6 +207,7 @@ class DiscoverTest(harness.LbTestCase):
         srv = servers_of(st)
         kept = srv[f"a.svc.test:{a.port}"]
         self.assertEqual(kept["state"], "up")               # its health was kept
+        self.assertEqual(srv[dname]["admin"], "drain")      # d's operator state too
         self.assertGreaterEqual(kept["total_connections"], a_total)  # and its counters
         self.assertEqual(len(self.lb_events("server_up")), ups_before,
                          "no server came up again: a kept its state, c never passed")
@@ -264,6 +270,25 @@ class DiscoverTest(harness.LbTestCase):
                               "discovery ok again")
         self.assertEqual(set(servers_of(self.admin.stats())), {name})
         self.assertEqual(len(lb.events("server_removed")), 0)
+
+    def test_guard_holds_discovered_servers(self):
+        """min_servers counts discovered servers as any: when both fail,
+        one stays in rotation, guarded."""
+        a, b = self.named("A"), self.named("B")
+        hosts = {"a.svc.test": HOST, "b.svc.test": HOST}
+        self.dns.serve(srv=[("a.svc.test", a.port, 0, 1), ("b.svc.test", b.port, 0, 1)],
+                       hosts=hosts)
+        self.start(keys={"min_servers": 1})
+        self.wait_servers(lambda s: len(s) == 2 and all(v["state"] == "up" for v in s.values()),
+                          "both up")
+        a.stop()
+        b.stop()
+
+        def guarded(st):
+            p = pool_of(st)
+            return p["guard_active"] and p["in_rotation"] == 1 and sum(
+                s["health"] == "down" for s in p["servers"]) == 2
+        self.admin.wait_stats(guarded, 5.0, "one failing server held in rotation by the guard")
 
     def test_reload_with_another_name_asks_at_once(self):
         """A reload that changes discover_name asks the new name at once,
