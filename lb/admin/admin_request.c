@@ -573,7 +573,7 @@ lb_admin_body_server(struct lb_admin_span body, struct lb_admin_verdict *v)
         bad = "name and address have no spaces";
     if (bad != NULL) {
         lb_admin_refuse(v, 400, strcmp(bad, "the body lacks a field") == 0
-                                    ? "the body needs \"name\" and \"address\""
+                                    ? "the body needs a name and an address"
                                     : bad);
         return;
     }

@@ -201,6 +201,8 @@ class DiscoverTest(harness.LbTestCase):
         self.wait_servers(lambda s: set(s) == want and s[f"a.svc.test:{a.port}"]["weight"] == 7,
                           "the pool to follow the new records")
         followed = time.monotonic() - t0
+        print(f"followed the change in {followed * 1000:.0f} ms (interval "
+              f"{INTERVAL_S * 1000:.0f} ms, dnsmasq restart included)", flush=True)
         self.assertLess(followed, FOLLOW_S)
 
         st = self.admin.stats()
@@ -354,9 +356,12 @@ class DiscoverTest(harness.LbTestCase):
         self.dns.serve(srv=srv, extra=["local=/targets.test/",
                                        f"address=/targets.test/{HOST}"])
         # check = none: the 1,000 ports need no listener for this count
+        t0 = time.monotonic()
         self.start(keys={"check": "none", "discover_interval": "2s"})
         st = self.admin.wait_stats(lambda st: len(servers_of(st)) == n, 20.0,
                                    f"{n} servers discovered")
+        print(f"{n} servers in the pool {(time.monotonic() - t0) * 1000:.0f} ms after lb "
+              f"started", flush=True)
         self.assertEqual(pool_of(st)["discovery"]["servers_discovered"], n)
         self.assertIn(f"t999.targets.test:{20000 + 999}", servers_of(st))
         self.assertEqual(servers_of(st)[f"t0.targets.test:20000"]["address"], f"{HOST}:20000")

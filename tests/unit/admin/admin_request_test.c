@@ -261,7 +261,7 @@ test_bodies(void)
         { "{\"name\":\"a\\\"b\",\"address\":\"x:1\"}", NULL, "a\"b x:1" },
         { "", "the body is not a JSON object", NULL },
         { "[]", "the body is not a JSON object", NULL },
-        { "{\"name\":\"a\"}", "the body needs \"name\" and \"address\"", NULL },
+        { "{\"name\":\"a\"}", "the body needs a name and an address", NULL },
         { "{\"name\":\"a\",\"address\":\"b:1\",\"port\":1}", "unknown field in the body", NULL },
         { "{\"name\":\"a\",\"name\":\"b\",\"address\":\"b:1\"}", "a field is given twice in the body",
           NULL },
