@@ -275,6 +275,10 @@ lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
     struct lb_reload_run *run = calloc(1, sizeof(*run));
     uint64_t ticket = 0, members_ticket;    /* a members reload answers no POST */
 
+    /* A SIGHUP taken before this reload reads the file is covered by it:
+     * one whose hup_ev still waits to run would only make another. */
+    if (is_file && d->hup_ev != NULL)
+        event_del(d->hup_ev);
     pthread_mutex_lock(&d->reload_lock);
     if (is_file)
         ticket = d->reload_asked;       /* every request asked so far */

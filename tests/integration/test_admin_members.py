@@ -6,6 +6,7 @@ answered with their codes. Real lb, real backends, real sockets."""
 import json
 import socket
 
+import admin_client
 import harness
 from admin_client import Admin
 from harness import HOST, free_port, wait_for
@@ -151,7 +152,6 @@ class MembersApiTest(harness.LbTestCase):
              "name"),
             ("POST", "/pools/web/servers", {"name": "web9", "address": self.a.addr}, True, 409,
              "address"),
-            ("POST", "/pools/web/servers", "x" * (1 << 20), True, 413, "too large"),
             ("DELETE", "/pools/web/servers/web1", None, True, 409, "config file"),
             ("DELETE", "/pools/web/servers/nope", None, True, 404, "no such server"),
             ("POST", "/pools/web/servers/web1/weight", {"weight": 257}, True, 400, "0 to 256"),
@@ -169,6 +169,16 @@ class MembersApiTest(harness.LbTestCase):
                 self.assertEqual(r.status, status, str(r))
                 self.assertEqual(r.media_type()[0], "application/json", str(r))
                 self.assertIn(error, r.json()["error"], str(r))
+        # 1 MB of body: a 413, or closed before it could be read (lb stops
+        # reading at its 1 KiB limit and closes; the send may then fail)
+        big = (f"POST /pools/web/servers HTTP/1.1\r\nHost: {HOST}\r\n"
+               f"Authorization: Bearer {TOKEN}\r\nContent-Length: {1 << 20}\r\n\r\n"
+               ).encode() + b"x" * (1 << 20)
+        raw, how = admin_client.raw_exchange(self.admin_port, big)
+        self.assertNotEqual(how, "timeout", f"1 MB body: connection left open, got {raw[:200]!r}")
+        if raw:
+            self.assertEqual(admin_client.status_of(raw), 413, raw[:300])
+            self.assertIn(b'"error":"request body too large"', raw)
         # nothing changed, and lb still serves
         self.assertEqual(set(servers_of(self.admin.stats())), {"web1"})
         self.assertEqual(self.who(), "A")
