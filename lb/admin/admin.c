@@ -282,7 +282,6 @@ lb_admin_server_add(struct lb_admin *a, struct evhttp_request *req,
     struct lb_member mb = { 0 };
     char name[CONF_NAME_MAX + 1], err[512];
     const struct lb_pool *pool = NULL;
-    const struct lb_members *m;
     const char *conflict = NULL;
     int rc = 0;
 
@@ -297,25 +296,12 @@ lb_admin_server_add(struct lb_admin *a, struct evhttp_request *req,
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
         pool = strcmp(d->gen->pools[i].conf->name, v->pool) == 0 ? &d->gen->pools[i] : NULL;
-    for (size_t i = 0; pool != NULL && i < pool->conf->nservers && conflict == NULL; i++) {
-        const struct conf_server *s = &pool->conf->servers[i];
-
-        if (strcmp(s->name, mb.name) == 0)
-            conflict = "a server of this name is in the pool";
-        else if (strcmp(s->addr.text, mb.address) == 0)
-            conflict = "a server with this address is in the pool";
-    }
-    m = pool != NULL ? lb_members_of(d, v->pool) : NULL;
-    for (size_t i = 0; m != NULL && i < m->napi && conflict == NULL; i++) {
-        if (strcmp(m->api[i].name, mb.name) == 0 || strcmp(m->api[i].address, mb.address) == 0)
-            conflict = "a server of this name or address is being added";
-    }
-    if (pool != NULL && conflict == NULL)
-        rc = lb_members_api_add(d, v->pool, &mb);
+    if (pool != NULL)
+        rc = lb_members_api_add(d, pool->conf, &mb, &conflict);
     pthread_mutex_unlock(&d->state_lock);
     if (pool == NULL)
         lb_admin_error(req, HTTP_NOTFOUND, "Not Found", "no such pool");
-    else if (conflict != NULL)
+    else if (rc == 1)
         lb_admin_error(req, 409, "Conflict", conflict);
     else if (rc != 0)
         lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");

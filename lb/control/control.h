@@ -265,8 +265,11 @@ void lb_members_sync(struct lb_daemon *d, const struct conf *c);
 /* The members of pool, or NULL. Caller holds state_lock. */
 const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *pool);
 /* The admin API's changes; caller holds state_lock, then asks for a
- * members reload (lb_reload_members_request). -1 when out of memory. */
-int lb_members_api_add(struct lb_daemon *d, const char *pool, const struct lb_member *mb);
+ * members reload (lb_reload_members_request). Adding mb to pool p (of the
+ * current generation): 0; 1 with *conflict saying why when its name or
+ * address is in the pool or on its way there; -1 when out of memory. */
+int lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
+                       const char **conflict);
 bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
 /* A weight for a server of any source, kept until it leaves the pool;
  * returns the weight it had from the API before (UINT32_MAX: none). */

@@ -72,15 +72,17 @@ lb_members_free(struct lb_members *m)
 
 /* ------------------------------------------------------------- apply */
 
-static bool
-lb_members_clashes(const struct conf_pool *p, const struct lb_member *mb)
+/* Why mb cannot join pool p (its name or its address is there), or NULL. */
+static const char *
+lb_members_clash(const struct conf_pool *p, const struct lb_member *mb)
 {
     for (size_t i = 0; i < p->nservers; i++) {
-        if (strcmp(p->servers[i].name, mb->name) == 0 ||
-            strcmp(p->servers[i].addr.text, mb->address) == 0)
-            return true;
+        if (strcmp(p->servers[i].name, mb->name) == 0)
+            return "a server of this name is in the pool";
+        if (strcmp(p->servers[i].addr.text, mb->address) == 0)
+            return "a server with this address is in the pool";
     }
-    return false;
+    return NULL;
 }
 
 static int
@@ -90,7 +92,7 @@ lb_members_append(struct conf *c, size_t pi, const struct lb_member *list, size_
     for (size_t i = 0; i < n; i++) {
         char line[sizeof(list[i].name) + sizeof(list[i].address) + 32];
 
-        if (lb_members_clashes(&c->pools[pi], &list[i]))
+        if (lb_members_clash(&c->pools[pi], &list[i]) != NULL)
             continue;
         snprintf(line, sizeof(line), "%s %s weight=%u max_connections=%u", list[i].name,
                  list[i].address, list[i].weight, list[i].max_connections);
@@ -157,11 +159,22 @@ lb_members_push(struct lb_member **list, size_t *n, const struct lb_member *mb)
 }
 
 int
-lb_members_api_add(struct lb_daemon *d, const char *pool, const struct lb_member *mb)
+lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
+                   const char **conflict)
 {
-    struct lb_members *m = lb_members_get(d, pool);
+    struct lb_members *m = lb_members_find(d, p->name);
 
-    return m != NULL ? lb_members_push(&m->api, &m->napi, mb) : -1;
+    if ((*conflict = lb_members_clash(p, mb)) != NULL)
+        return 1;
+    for (size_t i = 0; m != NULL && i < m->napi; i++) {
+        if (strcmp(m->api[i].name, mb->name) == 0 || strcmp(m->api[i].address, mb->address) == 0) {
+            *conflict = "a server of this name or address is being added";
+            return 1;
+        }
+    }
+    if (m == NULL && (m = lb_members_get(d, p->name)) == NULL)
+        return -1;
+    return lb_members_push(&m->api, &m->napi, mb);
 }
 
 bool
