@@ -59,7 +59,21 @@ enum conf_check {
     CONF_CHECK_TCP,
     CONF_CHECK_HTTP,
     CONF_CHECK_HTTPS,
+    CONF_CHECK_MYSQL,               /* MySQL/MariaDB: greeting, login, role */
+    CONF_CHECK_PGSQL,               /* PostgreSQL: SSLRequest or startup */
+    CONF_CHECK_REDIS,               /* PING, ROLE */
 };
+
+/* check_role: which server of a replicated set passes the check. */
+enum conf_role {
+    CONF_ROLE_ANY = 0,
+    CONF_ROLE_PRIMARY,              /* writable: MySQL read_only off, Redis master */
+    CONF_ROLE_REPLICA,
+};
+
+/* check_user and check_database: longer names exist in no server we speak
+ * to (PostgreSQL's are at most 63 bytes, MariaDB's 128 characters). */
+#define CONF_CHECK_NAME_MAX 128
 
 #define CONF_NAME_MAX 63            /* frontend, pool and server names */
 
@@ -158,6 +172,9 @@ struct conf_pool {
     char *check_ca;                 /* "" when unset */
     bool check_reuse;               /* http(s): keep the connection between
                                        probes */
+    char *check_user;               /* mysql, pgsql: "" = no login step */
+    char *check_database;           /* pgsql: "" = the user's name */
+    enum conf_role check_role;      /* mysql, redis */
 
     /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;
@@ -228,6 +245,7 @@ int conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
 const char *conf_balance_name(enum conf_balance b);
 const char *conf_log_level_name(enum conf_log_level l);
 const char *conf_check_name(enum conf_check c);
+const char *conf_role_name(enum conf_role r);
 const char *conf_source_name(enum conf_source s);
 
 #endif /* CONF_H */

@@ -227,6 +227,38 @@ conf_check_discover(struct conf_parse *p, const struct conf_pool *pool,
                    "pool %s: discover = dns-a needs discover_port (1..65535)", pool->name);
 }
 
+/* The protocol checks' own keys: each is refused where its check would
+ * ignore it, so that a typo of the check's kind shows. */
+static void
+conf_check_protocol(struct conf_parse *p, const struct conf_pool *pool,
+                    const struct conf_lines *l)
+{
+    int kuser = conf_key_find(CONF_SECTION_POOL, "check_user");
+    int kdb = conf_key_find(CONF_SECTION_POOL, "check_database");
+    int krole = conf_key_find(CONF_SECTION_POOL, "check_role");
+    bool has_login = pool->check == CONF_CHECK_MYSQL || pool->check == CONF_CHECK_PGSQL;
+
+    if (pool->check_user[0] != '\0' && !has_login)
+        conf_error(p, l->key[kuser], "check_user needs check = mysql or pgsql");
+    else if (strlen(pool->check_user) > CONF_CHECK_NAME_MAX)
+        conf_error(p, l->key[kuser], "check_user is longer than %d bytes", CONF_CHECK_NAME_MAX);
+    if (pool->check_database[0] != '\0' && pool->check != CONF_CHECK_PGSQL)
+        conf_error(p, l->key[kdb], "check_database needs check = pgsql");
+    else if (pool->check_database[0] != '\0' && pool->check_user[0] == '\0')
+        conf_error(p, l->key[kdb], "check_database needs check_user (the login names both)");
+    else if (strlen(pool->check_database) > CONF_CHECK_NAME_MAX)
+        conf_error(p, l->key[kdb], "check_database is longer than %d bytes",
+                   CONF_CHECK_NAME_MAX);
+    if (pool->check_role == CONF_ROLE_ANY || l->bad[krole])
+        return;
+    if (pool->check != CONF_CHECK_MYSQL && pool->check != CONF_CHECK_REDIS)
+        conf_error(p, l->key[krole], "check_role = %s needs check = mysql or redis",
+                   conf_role_name(pool->check_role));
+    else if (pool->check == CONF_CHECK_MYSQL && pool->check_user[0] == '\0')
+        conf_error(p, l->key[krole], "check_role = %s needs check_user: MySQL answers "
+                   "the read_only query only after a login", conf_role_name(pool->check_role));
+}
+
 static void
 conf_check_pools(struct conf_parse *p)
 {
@@ -274,5 +306,6 @@ conf_check_pools(struct conf_parse *p)
         if (pool->check_reuse && pool->check != CONF_CHECK_HTTP &&
             pool->check != CONF_CHECK_HTTPS)
             conf_error(p, l->key[kreuse], "check_reuse = on needs check = http or https");
+        conf_check_protocol(p, pool, l);
     }
 }

@@ -62,6 +62,7 @@ _Static_assert(sizeof(enum conf_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_check) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_splice) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_discover) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_role) == sizeof(int), "enum size");
 
 /* Indexed by the enums of conf.h, so their order is the enums' order. */
 static const char *const conf_balance_names[] = {
@@ -71,7 +72,10 @@ static const char *const conf_log_level_names[] = {
     "debug", "info", "warn", "error", NULL
 };
 static const char *const conf_check_names[] = {
-    "none", "tcp", "http", "https", NULL
+    "none", "tcp", "http", "https", "mysql", "pgsql", "redis", NULL
+};
+static const char *const conf_role_names[] = {
+    "any", "primary", "replica", NULL
 };
 static const char *const conf_discover_names[] = {
     "none", "dns-srv", "dns-a", NULL,
@@ -177,6 +181,9 @@ static const struct conf_key conf_pool_keys[] = {
                0),
     CONF_TYPED(struct conf_pool, "check_reuse", check_reuse, CONF_TYPE_BOOL,
                "off", 0),
+    CONF_TYPED(struct conf_pool, "check_user", check_user, CONF_TYPE_WORD, "", 0),
+    CONF_TYPED(struct conf_pool, "check_database", check_database, CONF_TYPE_WORD, "", 0),
+    CONF_ENUM(struct conf_pool, check_role, "any", conf_role_names),
     { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
       offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",
@@ -454,6 +461,13 @@ conf_check_name(enum conf_check c)
 {
     return (unsigned)c < sizeof(conf_check_names) / sizeof(char *) - 1
                ? conf_check_names[c] : "unknown";
+}
+
+const char *
+conf_role_name(enum conf_role r)
+{
+    return (unsigned)r < sizeof(conf_role_names) / sizeof(char *) - 1
+               ? conf_role_names[r] : "unknown";
 }
 
 const char *

@@ -1,6 +1,6 @@
 /*
- * hc.h - active health checks: TCP, HTTP and HTTPS probes run by the
- * health module's own threads.
+ * hc.h - active health checks: TCP, HTTP, HTTPS, MySQL, PostgreSQL and
+ * Redis probes run by the health module's own threads.
  *
  * The module knows the check specs and its own event bases, nothing else: it
  * never touches sessions or balancer state. Each of its threads runs many
@@ -32,18 +32,21 @@
 /* What to probe; hc_add copies it (strings included). */
 struct hc_spec {
     uint32_t id;                    /* the caller's key, echoed in results */
-    enum conf_check kind;           /* TCP, HTTP or HTTPS */
+    enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis */
     struct sockaddr_storage addr;   /* with check_port already applied */
     socklen_t addr_len;
     const char *host;               /* Host header and TLS SNI */
     const char *path;               /* HTTP(S) request path */
     struct conf_expect expect;      /* accepted status codes */
     uint64_t interval_ms;
-    uint64_t timeout_ms;            /* connect + request + status line */
+    uint64_t timeout_ms;            /* the whole probe, connect included */
     bool verify;                    /* HTTPS: verify the certificate */
     const char *ca;                 /* HTTPS: CA file, "" = system default */
     bool reuse;                     /* HTTP(S): keep the connection between
                                        probes (check_reuse) */
+    const char *user;               /* mysql, pgsql: check_user, "" = none */
+    const char *database;           /* pgsql: check_database */
+    enum conf_role role;            /* mysql, redis: check_role */
 };
 
 struct hc_result {

@@ -190,6 +190,8 @@ hc_target_free(struct hc_target *tg)
     free((char *)tg->spec.host);
     free((char *)tg->spec.path);
     free((char *)tg->spec.ca);
+    free((char *)tg->spec.user);
+    free((char *)tg->spec.database);
     free(tg);
 }
 
@@ -211,9 +213,11 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
     tg->spec.host = strdup(spec->host);
     tg->spec.path = strdup(spec->path);
     tg->spec.ca = strdup(spec->ca);
+    tg->spec.user = strdup(spec->user);
+    tg->spec.database = strdup(spec->database);
     tg->timer = evtimer_new(th->base, hc_target_on_timer, tg);
     if (tg->spec.host == NULL || tg->spec.path == NULL || tg->spec.ca == NULL ||
-        tg->timer == NULL) {
+        tg->spec.user == NULL || tg->spec.database == NULL || tg->timer == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }

@@ -1,11 +1,13 @@
 /*
  * probe.c - one non-blocking probe: TCP connect, then for HTTP(S) an
- * optional TLS handshake, the request, and the status line.
+ * optional TLS handshake, the request, and the status line; for mysql,
+ * pgsql and redis a conversation (talk.h) that says what to send and read.
  *
  *   CONNECTING --tcp--> done (pass)
  *       |
  *       +--https--> TLS_HANDSHAKE --+
  *       +--http---------------------+--> SENDING --> READING --> done
+ *       +--mysql, pgsql, redis--> SENDING <--> READING --> done
  *
  * Any failure or the timeout (connect + request + status line together)
  * ends the probe with a failed result whose detail says where it stopped.
@@ -36,6 +38,7 @@
 
 #include "core.h"
 #include "hc_int.h"
+#include "talk.h"
 
 /* The longest status line read, its line end included: longer is
  * malformed (an endless line must not make the prober buffer without
@@ -75,6 +78,7 @@ struct hc_probe {
     char detail[HC_DETAIL_MAX];
     struct hc_head head;
     bool is_head_done;
+    struct hc_talk *talk;           /* mysql, pgsql, redis; else NULL */
     uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
@@ -107,6 +111,7 @@ hc_probe_free(struct hc_probe *p)
     if (p->fd >= 0)
         close(p->fd);
     p->tg->probe = NULL;
+    free(p->talk);
     free(p);
 }
 
@@ -230,7 +235,8 @@ hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
     }
     hc_probe_done(p, false, "timeout after %llu ms waiting for %s",
                   (unsigned long long)p->tg->spec.timeout_ms,
-                  hc_probe_waiting_for[p->state]);
+                  p->talk != NULL && p->state == HC_PROBE_READING
+                      ? hc_talk_waiting_for(p->talk) : hc_probe_waiting_for[p->state]);
 }
 
 void
@@ -527,6 +533,95 @@ hc_probe_read_status(struct hc_probe *p)
     hc_probe_verdict(p, passed, detail);
 }
 
+static void hc_probe_talk_next(struct hc_probe *p, enum hc_talk_next next);
+
+/* The conversation's verdict. Its goodbye (COM_QUIT, Terminate) is sent
+ * if the socket takes it at once, and what the server sent beyond the
+ * verdict is read off, so that the close is a FIN the server sees as a
+ * client leaving, not a reset. */
+static void
+hc_probe_talk_end(struct hc_probe *p)
+{
+    char scrap[HC_TALK_IN_MAX];
+    struct hc_talk *t = p->talk;
+
+    if (t->out_len > 0)
+        (void)send(p->fd, t->out, t->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)recv(p->fd, scrap, sizeof(scrap), MSG_DONTWAIT);
+    hc_probe_done(p, t->passed, "%s", t->detail);
+}
+
+static void
+hc_probe_talk_send(struct hc_probe *p)
+{
+    struct hc_talk *t = p->talk;
+    char ebuf[96];
+    ssize_t n;
+
+    while (p->sent < t->out_len) {
+        n = send(p->fd, t->out + p->sent, t->out_len - p->sent, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;                 /* the next edge */
+            hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+            return;
+        }
+        p->sent += (size_t)n;
+    }
+    t->out_len = 0;
+    p->sent = 0;
+    hc_probe_talk_next(p, HC_TALK_READ);
+}
+
+/* Reads until the conversation moves on or the socket has nothing more;
+ * never more than the conversation has room for. */
+static void
+hc_probe_talk_read(struct hc_probe *p)
+{
+    char buf[HC_TALK_IN_MAX];
+    enum hc_talk_next next;
+    ssize_t n;
+
+    do {
+        n = hc_probe_recv(p, buf, hc_talk_room(p->talk));
+        if (n < 0)
+            return;
+        next = n == 0 ? hc_talk_closed(p->talk) : hc_talk_feed(p->talk, buf, (size_t)n);
+    } while (next == HC_TALK_READ);
+    hc_probe_talk_next(p, next);
+}
+
+static void
+hc_probe_talk_next(struct hc_probe *p, enum hc_talk_next next)
+{
+    switch (next) {
+    case HC_TALK_SEND:
+        p->state = HC_PROBE_SENDING;
+        hc_probe_talk_send(p);
+        return;
+    case HC_TALK_READ:
+        p->state = HC_PROBE_READING;
+        hc_probe_talk_read(p);
+        return;
+    case HC_TALK_DONE:
+        hc_probe_talk_end(p);
+        return;
+    }
+}
+
+static void
+hc_probe_talk_begin(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+
+    p->talk = malloc(sizeof(*p->talk));
+    if (p->talk == NULL) {
+        hc_probe_done(p, false, "internal error: out of memory");
+        return;
+    }
+    hc_probe_talk_next(p, hc_talk_begin(p->talk, sp->kind, sp->user, sp->database, sp->role));
+}
+
 /* Moves the probe on from its current state as far as the socket allows. */
 static void
 hc_probe_step(struct hc_probe *p)
@@ -540,6 +635,10 @@ hc_probe_step(struct hc_probe *p)
     case HC_PROBE_CONNECTING:
         if (tg->spec.kind == CONF_CHECK_TCP) {
             hc_probe_done(p, true, "connected");
+            return;
+        }
+        if (tg->spec.kind != CONF_CHECK_HTTP && tg->spec.kind != CONF_CHECK_HTTPS) {
+            hc_probe_talk_begin(p);
             return;
         }
         if (tg->spec.kind == CONF_CHECK_HTTPS) {
@@ -564,6 +663,10 @@ hc_probe_step(struct hc_probe *p)
         return;
 
     case HC_PROBE_SENDING:
+        if (p->talk != NULL) {
+            hc_probe_talk_send(p);
+            return;
+        }
         while (p->sent < tg->request_len) {
             if (p->ssl != NULL) {
                 ERR_clear_error();
@@ -593,7 +696,10 @@ hc_probe_step(struct hc_probe *p)
         return;
 
     case HC_PROBE_READING:
-        hc_probe_read_status(p);
+        if (p->talk != NULL)
+            hc_probe_talk_read(p);
+        else
+            hc_probe_read_status(p);
         return;
 
     case HC_PROBE_DRAINING:

@@ -59,6 +59,9 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->verify = pc->check_verify;
     spec->ca = pc->check_ca;
     spec->reuse = pc->check_reuse;
+    spec->user = pc->check_user;
+    spec->database = pc->check_database;
+    spec->role = pc->check_role;
 }
 
 /* The check specs of every checked server of g; *out is malloc'd. */
