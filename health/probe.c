@@ -570,7 +570,7 @@ hc_probe_talk_send(struct hc_probe *p)
     }
     t->out_len = 0;
     p->sent = 0;
-    hc_probe_talk_next(p, HC_TALK_READ);
+    hc_probe_talk_next(p, t->in_len > 0 ? hc_talk_feed(t, NULL, 0) : HC_TALK_READ);
 }
 
 /* Reads until the conversation moves on or the socket has nothing more;

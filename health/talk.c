@@ -41,7 +41,8 @@ hc_talk_feed(struct hc_talk *t, const void *buf, size_t n)
 {
     if (n > hc_talk_room(t))
         n = hc_talk_room(t);    /* the caller reads at most the room */
-    memcpy(t->in + t->in_len, buf, n);
+    if (n > 0)
+        memcpy(t->in + t->in_len, buf, n);
     t->in_len += n;
     switch (t->kind) {
     case CONF_CHECK_MYSQL:

@@ -59,8 +59,9 @@ struct hc_talk {
 enum hc_talk_next hc_talk_begin(struct hc_talk *t, enum conf_check kind, const char *user,
                                 const char *database, enum conf_role role);
 
-/* n more bytes came (n <= hc_talk_room(t)). After SEND the caller sends out
- * and sets out_len to 0 before feeding again. */
+/* n more bytes came (n <= hc_talk_room(t)). After SEND the caller sends out,
+ * sets out_len to 0 and feeds again, with n = 0 when bytes are left in in
+ * (so the verdict does not depend on how the server's bytes were split). */
 enum hc_talk_next hc_talk_feed(struct hc_talk *t, const void *buf, size_t n);
 
 /* Room for the next read: what feed takes at most. */
