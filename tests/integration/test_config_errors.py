@@ -171,6 +171,49 @@ class ConfigErrorsTest(LbTestCase):
                                             ["check_reuse"])
                 self.assertEqual(msg, "check_reuse = on needs check = http or https")
 
+    def test_protocol_check_keys(self):
+        # Accepted: each key with the checks that use it.
+        for check, keys in (("mysql", ["check_user = lb_check", "check_role = primary"]),
+                            ("mysql", ["check_role = any"]),
+                            ("pgsql", ["check_user = lb", "check_database = app"]),
+                            ("pgsql", []),
+                            ("redis", ["check_role = replica"])):
+            lines = base_lines()
+            lines[line_of(lines, "check =") - 1] = f"check = {check}"
+            lines += keys
+            code, out, err = lb_test(self.write(lines))
+            self.assertEqual((code, out.strip()), (0, "configuration OK"),
+                             f"check = {check} {keys}: stderr {err!r}")
+        # Refused, at the key's own line: a key the check would ignore, a
+        # role MySQL cannot tell without a login, a name too long.
+        long = "u" * 129
+        for check, keys, bad, want in (
+                ("tcp", ["check_user = lb"], "check_user", "check_user needs check = mysql or pgsql"),
+                ("redis", ["check_user = lb"], "check_user", "check_user needs check = mysql or pgsql"),
+                ("mysql", ["check_database = app", "check_user = lb"], "check_database",
+                 "check_database needs check = pgsql"),
+                ("pgsql", ["check_database = app"], "check_database",
+                 "check_database needs check_user (the login names both)"),
+                ("http", ["check_role = primary"], "check_role",
+                 "check_role = primary needs check = mysql or redis"),
+                ("pgsql", ["check_role = replica"], "check_role",
+                 "check_role = replica needs check = mysql or redis"),
+                ("mysql", ["check_role = primary"], "check_role",
+                 "check_role = primary needs check_user: MySQL answers the read_only query "
+                 "only after a login"),
+                ("pgsql", [f"check_user = {long}"], "check_user",
+                 "check_user is longer than 128 bytes")):
+            with self.subTest(check=check, keys=keys):
+                lines = base_lines()
+                lines[line_of(lines, "check =") - 1] = f"check = {check}"
+                lines += keys
+                msg = self.assertOneProblem(self.write(lines), line_of(lines, bad), [bad])
+                self.assertEqual(msg, want)
+        lines = base_lines()
+        lines[line_of(lines, "check =") - 1] = "check = redis"
+        lines.append("check_role = master")
+        self.assertOneProblem(self.write(lines), len(lines), ["check_role", "master"])
+
     def test_check_reuse_bad_value(self):
         lines = base_lines()
         lines[line_of(lines, "check =") - 1] = "check = http"
