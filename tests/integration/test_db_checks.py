@@ -11,7 +11,9 @@ on the same server keeps it in rotation. With interval I, fall K and timeout
 T the server leaves between (K-1)*I and K*I+T after the fault. Run by hand,
 each case prints the latencies it measured ("measured: ...")."""
 
+import socket
 import sys
+import threading
 import time
 
 import harness
@@ -161,6 +163,227 @@ class DbChecksTest(LbTestCase):
         self.fault_table(self.redis, {
             "ping": ({"check": "redis"}, "Redis PONG",
                      "timeout after 200 ms waiting for the Redis PONG")})
+
+
+    # ------------------------------------------------------------ MariaDB
+
+    def test_mariadb_too_many_connections(self):
+        """max_connections logged-in sessions: a login is refused with 1040
+        (the greeting still comes: MariaDB keeps one more connection for an
+        administrator, and decides at the login). One more connection,
+        unauthenticated, takes that slot: from then on the greeting itself
+        is an ERR 1040, which the greeting-only check sees too."""
+        db = self.mariadb
+        lb = self.lb_pools([("login", [("s", db.addr)], dict(KEYS, check="mysql",
+                                                             check_user="lb_check")),
+                            ("greeting", [("s", db.addr)], dict(KEYS, check="mysql"))],
+                           log_level="debug")
+        self.wait_detail(lb, "login", "passed", ("MySQL 10.", ", login ok"))
+        held = []
+        try:
+            for _ in range(db.MAX_CONNECTIONS):
+                s = db_servers.mysql_session(db.port)
+                self.assertIsNotNone(s, "a test session was refused")
+                held.append(s)
+            t = time.time()
+            self.wait_detail(lb, "login", "failed", "MySQL 1040 Too many connections", t)
+            held.append(socket.create_connection((harness.HOST, db.port)))
+            db_servers.mysql_packet(held[-1])       # its greeting: the slot is taken
+            t = time.time()
+            self.wait_detail(lb, "greeting", "failed", "MySQL 1040 Too many connections", t)
+            self.wait_detail(lb, "login", "failed", "MySQL 1040 Too many connections", t)
+        finally:
+            for s in held:
+                s.close()
+        t = time.time()
+        self.wait_detail(lb, "login", "passed", ("MySQL 10.", ", login ok"), t)
+        self.wait_detail(lb, "greeting", "passed", ("MySQL 10.", "deb12u1"), t)
+
+    def test_mariadb_login_and_role(self):
+        """A user that does not exist fails with the server's words; the role
+        follows read_only: a primary while it is off, a replica while on."""
+        db = self.mariadb
+        lb = self.lb_pools([("denied", [("s", db.addr)], dict(KEYS, check="mysql",
+                                                              check_user="nobody")),
+                            ("primary", [("s", db.addr)], dict(KEYS, check="mysql",
+                                                               check_user="lb_check",
+                                                               check_role="primary")),
+                            ("replica", [("s", db.addr)], dict(KEYS, check="mysql",
+                                                               check_user="lb_check",
+                                                               check_role="replica"))],
+                           log_level="debug")
+        self.wait_detail(lb, "denied", "failed", "MySQL 1045 Access denied for user "
+                         "'nobody'@'127.0.0.1' (using password: NO)")
+        self.wait_detail(lb, "primary", "passed", "MySQL read_only=0 (primary)")
+        self.wait_detail(lb, "replica", "failed",
+                         "MySQL read_only=0: a primary, check_role = replica")
+        lb.wait_event("server_down", pool="replica")
+        db.sql("SET GLOBAL read_only = 1")
+        try:
+            t = time.time()
+            self.wait_detail(lb, "primary", "failed",
+                             "MySQL read_only=1: a replica, check_role = primary", t)
+            self.wait_detail(lb, "replica", "passed", "MySQL read_only=1 (replica)", t)
+            wait_for(lambda: changes(lb, "server_down", "primary", t) and
+                     changes(lb, "server_up", "replica", t), WAIT,
+                     "the primary pool to drop the server and the replica pool to take it")
+        finally:
+            db.sql("SET GLOBAL read_only = 0")
+        lb.assert_running()
+
+    # --------------------------------------------------------- PostgreSQL
+
+    def test_postgres_logins_and_too_many_clients(self):
+        """Each answer of a login, in the server's words; then
+        max_connections sessions: a login is refused with 53300, while the
+        SSLRequest (answered before any slot is taken) still passes."""
+        pg = self.postgres
+        pools = {"login": ({"check_user": "postgres"}, "PostgreSQL login ok"),
+                 "ssl": ({}, "PostgreSQL answered the SSLRequest (N)"),
+                 "nobody": ({"check_user": "nobody"},
+                            'PostgreSQL 28000 role "nobody" does not exist'),
+                 "nodb": ({"check_user": "postgres", "check_database": "nodb"},
+                          'PostgreSQL 3D000 database "nodb" does not exist'),
+                 "password": ({"check_user": "pwuser"},
+                              "PostgreSQL asks for SASL (SCRAM) (alive)")}
+        lb = self.lb_pools([(name, [("s", pg.addr)], dict(KEYS, check="pgsql", **keys))
+                            for name, (keys, _) in pools.items()], log_level="debug")
+        for name, (_, detail) in pools.items():
+            self.wait_detail(lb, name, "failed" if name in ("nobody", "nodb") else "passed",
+                             detail)
+        held = []
+        try:
+            # lb's own probes take slots for a moment: retry until all are ours.
+            def hold():
+                s = db_servers.pg_session(pg.port)
+                if s is not None:
+                    held.append(s)
+                return len(held) == pg.MAX_CONNECTIONS
+            wait_for(hold, WAIT, f"{pg.MAX_CONNECTIONS} PostgreSQL sessions")
+            t = time.time()
+            self.wait_detail(lb, "login", "failed",
+                             "PostgreSQL 53300 sorry, too many clients already", t)
+            self.wait_detail(lb, "ssl", "passed", "PostgreSQL answered the SSLRequest (N)", t)
+        finally:
+            for s in held:
+                s.close()
+        self.wait_detail(lb, "login", "passed", "PostgreSQL login ok", time.time())
+
+    # -------------------------------------------------------------- Redis
+
+    def test_redis_role_and_auth(self):
+        """check_role against a primary and its replica (replicaof); then a
+        password on the primary: PING's NOAUTH counts as alive, but a role
+        can no longer be known."""
+        p, r = self.redis, self.replica
+        servers = [("p", p.addr), ("r", r.addr)]
+        lb = self.lb_pools([("primary", servers, dict(KEYS, check="redis", check_role="primary")),
+                            ("replica", servers, dict(KEYS, check="redis", check_role="replica")),
+                            ("any", [("p", p.addr)], dict(KEYS, check="redis"))],
+                           log_level="debug")
+
+        def detail_of(pool, server, result, detail, after=0.0):
+            wait_for(lambda: [e for e in checks(lb, pool, result, after)
+                              if e["server"] == server and e.get("detail") == detail],
+                     WAIT, f"{pool}/{server}: {result} with {detail!r}")
+        detail_of("primary", "p", "passed", "Redis role master")
+        detail_of("primary", "r", "failed", "Redis role slave, check_role = primary")
+        detail_of("replica", "r", "passed", "Redis role slave")
+        detail_of("replica", "p", "failed", "Redis role master, check_role = replica")
+        self.assertEqual(p.cmd("CONFIG", "SET", "requirepass", "secret"), b"+OK\r\n")
+        try:
+            t = time.time()
+            detail_of("any", "p", "passed",
+                      "Redis NOAUTH Authentication required. (alive; lb sends no password)", t)
+            detail_of("primary", "p", "failed", "Redis NOAUTH Authentication required.", t)
+        finally:
+            with socket.create_connection((harness.HOST, p.port), timeout=5) as s:
+                s.sendall(b"AUTH secret\r\nCONFIG SET requirepass \"\"\r\n")
+                buf = b""
+                while buf.count(b"\r\n") < 2:
+                    buf += s.recv(100)
+                self.assertEqual(buf, b"+OK\r\n+OK\r\n")
+        detail_of("primary", "p", "passed", "Redis role master", time.time())
+
+
+    # ------------------------------------------------------- fake servers
+
+    def test_fake_servers(self):
+        """Servers that are not what the check expects: garbage, a packet
+        cut short (then silence), an endless stream. Each check fails with a
+        clear detail; lb reads at most its 1 KiB buffer, so an endless
+        server does not make it grow."""
+        garbage = b"\x15\x03\x01\x00\x02\x02\x50garbage\r\n"
+        truncated = {"mysql": b"\x64\x00\x00\x00\x0a5.5.5-10.11", "pgsql": b"R\x00\x00",
+                     "redis": b"+PON"}
+        stop = threading.Event()
+        sent = [0]
+
+        def serve(first, endless):
+            def handler(backend, conn):
+                conn.settimeout(0.1)
+                if first:
+                    conn.sendall(first)
+                deadline = time.monotonic() + 5
+                while not stop.is_set() and time.monotonic() < deadline:
+                    if endless:
+                        sent[0] += conn.send(b"x" * 16384)   # fails once lb closes
+                        continue
+                    try:
+                        if conn.recv(4096) == b"":
+                            return              # lb closed
+                    except socket.timeout:
+                        pass
+            return handler
+
+        checks_of = {"mysql": {"check": "mysql"},
+                     "pgsql_ssl": {"check": "pgsql"},
+                     "pgsql": {"check": "pgsql", "check_user": "lb"},
+                     "redis": {"check": "redis"}}
+        want = {
+            ("mysql", "garbage"): "MySQL packet of 66325 bytes, longer than the 1020 read "
+                                  "(while waiting for the MySQL greeting)",
+            ("mysql", "truncated"): "timeout after 200 ms waiting for the MySQL greeting",
+            ("mysql", "endless"): "MySQL packet of 7895160 bytes, longer than the 1020 read "
+                                  "(while waiting for the MySQL greeting)",
+            ("pgsql_ssl", "garbage"): "not PostgreSQL: byte 0x15 where S or N was due",
+            ("pgsql_ssl", "truncated"): "not PostgreSQL: byte 0x52 where S or N was due",
+            ("pgsql_ssl", "endless"): "not PostgreSQL: byte 0x78 where S or N was due",
+            ("pgsql", "garbage"): "PostgreSQL message of 50397186 bytes, longer than the 1023 "
+                                  "read (while waiting for the PostgreSQL answer to the "
+                                  "startup message)",
+            ("pgsql", "truncated"): "timeout after 200 ms waiting for the PostgreSQL answer to "
+                                    "the startup message",
+            ("pgsql", "endless"): "PostgreSQL message of 2021161080 bytes, longer than the "
+                                  "1023 read (while waiting for the PostgreSQL answer to the "
+                                  "startup message)",
+            ("redis", "garbage"): 'Redis answered "??????Pgarbage" to PING',
+            ("redis", "truncated"): "timeout after 200 ms waiting for the Redis PONG",
+            ("redis", "endless"): "Redis line longer than 1024 bytes (while waiting for the "
+                                  "Redis PONG)",
+        }
+        pools = []
+        for (check, mode) in want:
+            first = {"garbage": garbage, "endless": None,
+                     "truncated": truncated[check.split("_")[0]]}[mode]
+            b = self.custom(serve(first, mode == "endless"), name=f"{check}-{mode}")
+            pools.append((f"{check}-{mode}", [("s", b.addr)], dict(KEYS, **checks_of[check])))
+        lb = self.lb_pools(pools, log_level="debug")
+        self.addCleanup(stop.set)
+        for (check, mode), detail in want.items():
+            self.wait_detail(lb, f"{check}-{mode}", "failed", detail)
+        # Memory: many more probes of the endless servers, no growth beyond
+        # noise (an unbounded read would hold megabytes per probe).
+        rss = lb.rss_kb()
+        base = sent[0]
+        n = len(checks(lb, "redis-endless"))
+        wait_for(lambda: len(checks(lb, "redis-endless")) >= n + 10, WAIT,
+                 "10 more probes of the endless Redis")
+        grown = lb.rss_kb() - rss
+        print(f"measured: endless servers sent {(sent[0] - base) >> 10} KiB during 10 "
+              f"probes each; lb RSS grew {grown} KiB", file=sys.stderr)
+        self.assertLess(grown, 2048, f"lb grew {grown} KiB while reading endless servers")
+        lb.assert_running()
 
 
 if __name__ == "__main__":
