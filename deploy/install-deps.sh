@@ -2,15 +2,19 @@
 # Installs what building and running lb needs on Debian 12; with --test,
 # also what the test suite needs (openssl for test certificates, chromium for
 # the dashboard test, dnsmasq-base for the DNS discovery tests (the binary
-# only: no service is started), clang and its runtime libraries for the fuzz targets:
-# libFuzzer and the sanitizers are in libclang-rt-14-dev, which clang only
-# recommends). Safe to run again: it calls apt-get only when something is
+# only: no service is started), mariadb-server, postgresql and redis-server
+# for the protocol checks' tests (which start their own servers on free
+# ports; on a machine with systemd the packages also start their system
+# services, which the tests do not use), clang and its runtime libraries for
+# the fuzz targets: libFuzzer and the sanitizers are in libclang-rt-14-dev,
+# which clang only recommends). Safe to run again: it calls apt-get only when something is
 # missing.
 set -euo pipefail
 
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
-    PKGS+=(openssl chromium dnsmasq-base clang libclang-rt-14-dev)
+    PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
+           clang libclang-rt-14-dev)
 fi
 
 missing=()

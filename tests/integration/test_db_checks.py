@@ -19,6 +19,7 @@ import time
 import harness
 from harness import HC_SLACK, TIMER_TICK, LbTestCase, event_time, wait_for
 import db_servers
+from admin_client import Admin
 from db_servers import MariaDb, Postgres, Redis
 
 I, T, K = 0.3, 0.2, 2
@@ -246,11 +247,19 @@ class DbChecksTest(LbTestCase):
                           'PostgreSQL 3D000 database "nodb" does not exist'),
                  "password": ({"check_user": "pwuser"},
                               "PostgreSQL asks for SASL (SCRAM) (alive)")}
+        admin_port = harness.free_port()
         lb = self.lb_pools([(name, [("s", pg.addr)], dict(KEYS, check="pgsql", **keys))
-                            for name, (keys, _) in pools.items()], log_level="debug")
+                            for name, (keys, _) in pools.items()], log_level="debug",
+                           admin_port=admin_port)
         for name, (_, detail) in pools.items():
             self.wait_detail(lb, name, "failed" if name in ("nobody", "nodb") else "passed",
                              detail)
+        # /stats (and the dashboard, which shows it) carries the same words.
+        srv = Admin(admin_port).wait_server(
+            "nobody", "s", lambda x: x["last_check"] and x["last_check"]["result"] == "failed",
+            WAIT, "a failed check in /stats")
+        self.assertEqual((srv["check"], srv["health"], srv["last_check"]["detail"]),
+                         ("pgsql", "down", pools["nobody"][1]), srv)
         held = []
         try:
             # lb's own probes take slots for a moment: retry until all are ours.
