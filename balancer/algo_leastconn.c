@@ -27,11 +27,15 @@ int bal_algo_leastconn_pick(const struct bal_pool *p, struct bal_cursor *c,
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
         active = atomic_load_explicit(&p->servers[i].live->active_connections,
-                                      memory_order_relaxed);
-        weight = p->servers[i].weight;
-        /* active/weight < best_active/best_weight without a division: both
-         * factors are below 2^32, so the products fit in 64 bits. */
-        if (best < 0 || active * best_weight < best_active * weight) {
+                                      memory_order_relaxed) + 1;
+        weight = bal_server_weight(p, i);
+        /* (active + 1)/weight, as HAProxy compares: with active alone a
+         * server at 0 would win whatever its weight, and one ramping up
+         * (slow start) would take every new connection while it has none.
+         * Without a division, in 128 bits: a weight of 2^32 times a share
+         * of 1000 times 2^32 connections would not fit in 64. */
+        if (best < 0 || (unsigned __int128)active * best_weight <
+                            (unsigned __int128)best_active * weight) {
             best = (int)i;
             best_active = active;
             best_weight = weight;

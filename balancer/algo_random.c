@@ -24,14 +24,22 @@ static uint64_t bal_random_next(struct bal_cursor *c)
 static int bal_random_draw(const struct bal_pool *p, uint64_t r, int skip,
                            const uint32_t *tried, size_t ntried)
 {
+    int last = -1;
+
     for (size_t i = 0; i < p->nservers; i++) {
+        uint64_t w;
+
         if ((int)i == skip || !bal_server_eligible(p, i, tried, ntried))
             continue;
-        if (r < p->servers[i].weight)
+        w = bal_server_weight(p, i);
+        if (r < w)
             return (int)i;
-        r -= p->servers[i].weight;
+        r -= w;
+        last = (int)i;
     }
-    return -1;   /* unreachable while rotation is stable during the pick */
+    /* Only when main changed a rotation flag or a share between the sum
+     * and this walk: the last eligible server then stands in. */
+    return last;
 }
 
 int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
@@ -44,7 +52,7 @@ int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
     for (size_t i = 0; i < p->nservers; i++) {
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
-        total += p->servers[i].weight;
+        total += bal_server_weight(p, i);
         eligible++;
     }
     if (eligible == 0)
@@ -52,17 +60,18 @@ int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
 
     /* The modulo bias is total / 2^64, far below anything measurable. */
     a = bal_random_draw(p, bal_random_next(c) % total, -1, tried, ntried);
-    /* Main may take a server out of rotation between the sum and the walk;
-     * the walk then runs off the end and we fall back on whatever was
-     * found. */
+    /* Main may take a server out of rotation, or change a share, between
+     * the sum and the walk: the walk then stops at the last eligible
+     * server. */
     if (a < 0 || eligible == 1)
         return a;
-    /* The same race can make a a server the sum did not count; then the
-     * remaining weight may be 0, which must not reach the modulo. */
-    if (p->servers[a].weight >= total)
+    a_weight = bal_server_weight(p, a);
+    /* The same race can make a a server the sum did not count, or one
+     * grown since; then the remaining weight may be 0, which must not
+     * reach the modulo. */
+    if (a_weight >= total)
         return a;
-    b = bal_random_draw(p, bal_random_next(c) % (total - p->servers[a].weight),
-                        a, tried, ntried);
+    b = bal_random_draw(p, bal_random_next(c) % (total - a_weight), a, tried, ntried);
     if (b < 0)
         return a;
 
@@ -70,9 +79,12 @@ int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
                                     memory_order_relaxed);
     b_active = atomic_load_explicit(&p->servers[b].live->active_connections,
                                     memory_order_relaxed);
-    a_weight = p->servers[a].weight;
-    b_weight = p->servers[b].weight;
+    b_weight = bal_server_weight(p, b);
     /* b_active/b_weight < a_active/a_weight; ties keep the first draw, so
-     * with equal loads the pick follows the weights exactly. */
-    return b_active * a_weight < a_active * b_weight ? b : a;
+     * with equal loads the pick follows the weights exactly. A server with
+     * a small share (warning, slow start) is drawn that much less often,
+     * which is what keeps one ramping up, with no connections yet, from
+     * winning every comparison it is in. In 128 bits, as leastconn. */
+    return (unsigned __int128)b_active * a_weight < (unsigned __int128)a_active * b_weight ? b
+                                                                                         : a;
 }

@@ -23,10 +23,13 @@ int bal_algo_rr_pick(const struct bal_pool *p, struct bal_cursor *c,
     int best = -1;
 
     for (size_t k = 0; k < n; k++, i = (i + 1 == n) ? 0 : i + 1) {
+        int64_t w;
+
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
-        c->current_weight[i] += p->servers[i].weight;
-        total += p->servers[i].weight;
+        w = (int64_t)bal_server_weight(p, i);
+        c->current_weight[i] += w;
+        total += w;
         /* Strictly greater: ties go to the first server from rr_start,
          * which is what makes seed 0 reproduce nginx's sequence. */
         if (best < 0 || c->current_weight[i] > c->current_weight[best])

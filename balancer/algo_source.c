@@ -44,8 +44,8 @@ int bal_algo_source_pick(const struct bal_pool *p, uint64_t client_hash,
 
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
-        score = -(double)s->weight / log(bal_source_unit(client_hash,
-                                                          s->id_hash));
+        score = -(double)bal_server_weight(p, i) /
+                log(bal_source_unit(client_hash, s->id_hash));
         /* Strictly greater: on an exact tie the lower index wins, the same
          * in every worker. */
         if (best < 0 || score > best_score) {

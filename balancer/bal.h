@@ -6,12 +6,12 @@
  * and returns picks, so every algorithm is unit-tested without sockets.
  *
  * Threads: a struct bal_pool is built once (by the main thread, as part of a
- * configuration generation) and its weights never change afterwards. Two
- * fields of each server change while workers pick, both atomics in its
- * struct bal_live:
- *   - in_rotation: written by one thread at a time (the daemon's, under
- *     its state lock: what bal_rotation_decide returned), read by every
- *     worker on each pick;
+ * configuration generation) and its weights never change afterwards. Three
+ * fields of each server change while workers pick, atomics in its struct
+ * bal_live:
+ *   - in_rotation and share (of its weight): written by one thread at a
+ *     time (the daemon's, under its state lock: what bal_rotation_decide
+ *     returned), read by every worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
  * Everything that changes on each pick (smooth round-robin weights, the
@@ -28,7 +28,8 @@
 
 enum bal_algo {
     BAL_ALGO_ROUNDROBIN = 0,  /* smooth weighted round robin */
-    BAL_ALGO_LEASTCONN,       /* fewest active per weight, ties round robin */
+    BAL_ALGO_LEASTCONN,       /* fewest (active + 1) per weight, ties round
+                                 robin */
     BAL_ALGO_SOURCE,          /* consistent hash of the client address */
     BAL_ALGO_RANDOM,          /* power of two weighted random choices */
 };
@@ -42,7 +43,15 @@ enum bal_algo {
 struct bal_live {
     _Atomic bool in_rotation;
     _Atomic uint32_t active_connections;
+    _Atomic uint32_t share;         /* of its weight, in BAL_SHARE_FULL
+                                       parts: lower while warning or
+                                       ramping up (slow start); written
+                                       from the decision, like in_rotation */
 };
+
+/* A share of a server's weight, in thousandths: the algorithms weigh a
+ * server by weight * share, so that 25% of a weight 1 still counts. */
+#define BAL_SHARE_FULL 1000u
 
 /* Public because the daemon reads active_connections for its stats; the
  * pool owns the array. */
@@ -115,6 +124,7 @@ uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again);
 /* Rotation and connection accounting; any thread. */
 void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active);
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in);
+void bal_server_set_share(struct bal_pool *p, size_t i, uint32_t share);
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i);
 /* Makes server i use live instead of its own: the daemon keeps one per
  * server across reloads. Before any pick. */
@@ -136,19 +146,32 @@ enum bal_health_state {
     BAL_HEALTH_DOWN,
     BAL_HEALTH_PENDING,         /* added to a serving pool (reload): no
                                    probe finished yet; counts as down */
+    BAL_HEALTH_WARNING,         /* alive but overloaded (check_warn): in
+                                   rotation at warn_weight */
+};
+
+/* One probe's verdict (a bool converts: false is FAIL, true PASS). */
+enum bal_result {
+    BAL_RESULT_FAIL = 0,
+    BAL_RESULT_PASS,
+    BAL_RESULT_WARN,            /* an answer in check_warn */
 };
 
 enum bal_health_change {
     BAL_HEALTH_UNCHANGED = 0,
     BAL_HEALTH_WENT_DOWN,
-    BAL_HEALTH_WENT_UP,
+    BAL_HEALTH_WENT_UP,         /* into rotation: from down or pending, to
+                                   up or warning */
+    BAL_HEALTH_WARNED,          /* up to warning */
+    BAL_HEALTH_CLEARED,         /* warning to up */
 };
 
 struct bal_health {
     enum bal_health_state state;
     uint32_t rise, fall;
-    uint32_t consecutive_successes;
-    uint32_t consecutive_failures;
+    uint32_t consecutive_successes; /* passes */
+    uint32_t consecutive_failures;  /* fails */
+    uint32_t consecutive_alive;     /* passes and warnings */
     uint64_t streak_started_ms;     /* start of the first probe of the
                                        current run of passes or failures */
 };
@@ -161,7 +184,7 @@ void bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall)
 
 /* Feeds one probe result (in the order the probes started) and returns the
  * change it caused. The only function that moves the state. */
-enum bal_health_change bal_health_apply(struct bal_health *h, bool passed,
+enum bal_health_change bal_health_apply(struct bal_health *h, enum bal_result r,
                                         uint64_t probe_started_ms);
 bool bal_health_is_up(const struct bal_health *h);
 const char *bal_health_state_name(enum bal_health_state s);
@@ -178,11 +201,22 @@ enum bal_admin {
     BAL_ADMIN_DISABLE,          /* out (maintenance); connections closed */
 };
 
+/* A server's heartbeats (heartbeat_ttl): a second input that can only
+ * lower its health, never mask a failing probe. */
+enum bal_beat {
+    BAL_BEAT_OFF = 0,           /* its pool has no heartbeat_ttl */
+    BAL_BEAT_PASS,              /* fresh, reported pass */
+    BAL_BEAT_WARN,              /* fresh, reported warn: warning */
+    BAL_BEAT_FAIL,              /* reported fail, or none within the TTL */
+};
+
 /* What made the caller ask for a decision. */
 enum bal_cause {
     BAL_CAUSE_BUILD = 0,        /* a generation was built: start or reload */
     BAL_CAUSE_HEALTH,           /* server `cause` got a new health verdict */
     BAL_CAUSE_ADMIN,            /* an operator acted on server `cause` */
+    BAL_CAUSE_BEAT,             /* server `cause`'s heartbeat changed */
+    BAL_CAUSE_TIME,             /* time passed: slow-start ramps move on */
 };
 
 /* Why a server moved; the caller turns it into its log text. */
@@ -194,6 +228,7 @@ enum bal_why {
     BAL_WHY_REMOVED,            /* a reload removed it: it drains */
     BAL_WHY_HEALTH,             /* its own health verdict */
     BAL_WHY_ADMIN,              /* an operator's action on it */
+    BAL_WHY_BEAT,               /* its heartbeat (failed, expired, back) */
     BAL_WHY_GUARD_HOLD,         /* failing, held in by min_servers */
     BAL_WHY_GUARD_RELEASE,      /* failing, let go by min_servers */
 };
@@ -211,11 +246,21 @@ struct bal_member {
     uint64_t drain_timeout_ms;  /* of its pool */
     bool may_warm_hold;         /* removed: may stay in rotation while the
                                    pool warms (a reload's first probes) */
+    enum bal_beat beat;
+    uint32_t warn_share;        /* of its weight while warning (warn_weight),
+                                   in BAL_SHARE_FULL parts */
+    uint64_t slow_start_ms;     /* of its pool; 0 = off */
+    uint64_t now_ms;            /* monotonic: where slow start is */
+    uint64_t ramp_since_ms;     /* in and out: when its slow start began,
+                                   0 = none (not ramping) */
 
     /* outputs */
     bool in_rotation;
     bool is_guarded;            /* failing, held in rotation by the floor */
-    uint32_t weight_now;        /* effective weight: 0 when out */
+    bool is_warning;            /* in rotation at warn_share: its probe
+                                   or its heartbeat says warning */
+    uint32_t share;             /* of its weight, BAL_SHARE_FULL parts: warn
+                                   share, times the ramp; 0 when out */
     enum bal_why why;           /* why in_rotation differs from before */
     bool is_warm_held;          /* removed, kept in rotation: the pool
                                    still waits for new servers' first

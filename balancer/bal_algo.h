@@ -40,6 +40,16 @@ static inline uint64_t bal_mix64(uint64_t x)
     return x;
 }
 
+/* Server i's weight for a pick: its configured weight times its share
+ * (BAL_SHARE_FULL unless warning or ramping up). Read once per server per
+ * pick: the daemon may change a share between two reads. */
+static inline uint64_t bal_server_weight(const struct bal_pool *p, size_t i)
+{
+    uint32_t share = atomic_load_explicit(&p->servers[i].live->share, memory_order_relaxed);
+
+    return (uint64_t)p->servers[i].weight * (share > 0 ? share : 1);
+}
+
 /* True when server i can take a connection: in rotation and below its
  * cap. The cap is a hint here; bal_server_take_slot enforces it. */
 static inline bool bal_server_available(const struct bal_pool *p, size_t i)

@@ -15,6 +15,19 @@
  *
  * PENDING (a server added by a reload) counts as down: its first pass
  * brings it up, its first failure makes it plainly DOWN.
+ *
+ * WARNING (an answer in check_warn: alive, but overloaded) is in rotation
+ * at a reduced weight. A warning answer counts as a pass for fall (it
+ * restarts the failure streak: the server is alive) and as not yet up for
+ * rise (it restarts the streak of passes):
+ *   UP      --warn-->             WARNING   (at once: it stays in rotation,
+ *                                            only lighter, so one answer
+ *                                            cannot flap it out)
+ *   WARNING --pass x rise-->      UP
+ *   UP, WARNING --fail x fall-->  DOWN
+ *   DOWN    --(pass or warn) x rise--> UP if the last rise were passes,
+ *                                      else WARNING
+ *   STARTING, PENDING: the first answer decides (warn: WARNING).
  */
 #include "bal.h"
 
@@ -23,6 +36,7 @@ static const char *const bal_health_state_names[] = {
     [BAL_HEALTH_UP] = "up",
     [BAL_HEALTH_DOWN] = "down",
     [BAL_HEALTH_PENDING] = "pending",
+    [BAL_HEALTH_WARNING] = "warning",
 };
 
 void
@@ -36,7 +50,7 @@ bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall)
 const char *
 bal_health_state_name(enum bal_health_state s)
 {
-    return s <= BAL_HEALTH_PENDING ? bal_health_state_names[s] : "unknown";
+    return s <= BAL_HEALTH_WARNING ? bal_health_state_names[s] : "unknown";
 }
 
 void
@@ -49,49 +63,52 @@ bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall)
 bool
 bal_health_is_up(const struct bal_health *h)
 {
-    return h->state == BAL_HEALTH_STARTING || h->state == BAL_HEALTH_UP;
+    return h->state == BAL_HEALTH_STARTING || h->state == BAL_HEALTH_UP ||
+           h->state == BAL_HEALTH_WARNING;
 }
 
 enum bal_health_change
-bal_health_apply(struct bal_health *h, bool passed, uint64_t probe_started_ms)
+bal_health_apply(struct bal_health *h, enum bal_result r, uint64_t probe_started_ms)
 {
-    enum bal_health_change change = BAL_HEALTH_UNCHANGED;
+    bool passed = r == BAL_RESULT_PASS, alive = r != BAL_RESULT_FAIL;
 
     /* A streak starts with the first probe that disagrees with the one
-     * before: its start time is when detection began. */
-    if (passed) {
-        if (h->consecutive_successes == 0)
-            h->streak_started_ms = probe_started_ms;
-        h->consecutive_successes++;
-        h->consecutive_failures = 0;
-    } else {
-        if (h->consecutive_failures == 0)
-            h->streak_started_ms = probe_started_ms;
-        h->consecutive_failures++;
-        h->consecutive_successes = 0;
-    }
+     * before, alive (pass or warn) or not: its start time is when
+     * detection began. */
+    if (alive ? h->consecutive_alive == 0 : h->consecutive_failures == 0)
+        h->streak_started_ms = probe_started_ms;
+    h->consecutive_successes = passed ? h->consecutive_successes + 1 : 0;
+    h->consecutive_failures = alive ? 0 : h->consecutive_failures + 1;
+    h->consecutive_alive = alive ? h->consecutive_alive + 1 : 0;
 
     switch (h->state) {
     case BAL_HEALTH_STARTING:
-        h->state = passed ? BAL_HEALTH_UP : BAL_HEALTH_DOWN;
-        change = passed ? BAL_HEALTH_UNCHANGED : BAL_HEALTH_WENT_DOWN;
-        break;
-    case BAL_HEALTH_UP:
-        if (!passed && h->consecutive_failures >= h->fall) {
-            h->state = BAL_HEALTH_DOWN;
-            change = BAL_HEALTH_WENT_DOWN;
-        }
-        break;
+        h->state = passed ? BAL_HEALTH_UP : alive ? BAL_HEALTH_WARNING : BAL_HEALTH_DOWN;
+        return !alive ? BAL_HEALTH_WENT_DOWN : passed ? BAL_HEALTH_UNCHANGED : BAL_HEALTH_WARNED;
     case BAL_HEALTH_PENDING:
-        h->state = passed ? BAL_HEALTH_UP : BAL_HEALTH_DOWN;
-        change = passed ? BAL_HEALTH_WENT_UP : BAL_HEALTH_UNCHANGED;
-        break;
-    case BAL_HEALTH_DOWN:
-        if (passed && h->consecutive_successes >= h->rise) {
-            h->state = BAL_HEALTH_UP;
-            change = BAL_HEALTH_WENT_UP;
+        h->state = passed ? BAL_HEALTH_UP : alive ? BAL_HEALTH_WARNING : BAL_HEALTH_DOWN;
+        return alive ? BAL_HEALTH_WENT_UP : BAL_HEALTH_UNCHANGED;
+    case BAL_HEALTH_UP:
+    case BAL_HEALTH_WARNING:
+        if (!alive && h->consecutive_failures >= h->fall) {
+            h->state = BAL_HEALTH_DOWN;
+            return BAL_HEALTH_WENT_DOWN;
         }
-        break;
+        if (h->state == BAL_HEALTH_UP && r == BAL_RESULT_WARN) {
+            h->state = BAL_HEALTH_WARNING;
+            return BAL_HEALTH_WARNED;
+        }
+        if (h->state == BAL_HEALTH_WARNING && h->consecutive_successes >= h->rise) {
+            h->state = BAL_HEALTH_UP;
+            return BAL_HEALTH_CLEARED;
+        }
+        return BAL_HEALTH_UNCHANGED;
+    case BAL_HEALTH_DOWN:
+        if (alive && h->consecutive_alive >= h->rise) {
+            h->state = h->consecutive_successes >= h->rise ? BAL_HEALTH_UP : BAL_HEALTH_WARNING;
+            return BAL_HEALTH_WENT_UP;
+        }
+        return BAL_HEALTH_UNCHANGED;
     }
-    return change;
+    return BAL_HEALTH_UNCHANGED;
 }

@@ -46,6 +46,7 @@ struct bal_pool *bal_pool_new(enum bal_algo algo, size_t n,
         s->id_hash = bal_hash_bytes(names[i], strlen(names[i]));
         atomic_init(&s->own_live.in_rotation, true);
         atomic_init(&s->own_live.active_connections, 0);
+        atomic_init(&s->own_live.share, BAL_SHARE_FULL);
         s->live = &s->own_live;
     }
     return p;
@@ -184,6 +185,11 @@ void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in)
 {
     atomic_store_explicit(&p->servers[i].live->in_rotation, in,
                           memory_order_relaxed);
+}
+
+void bal_server_set_share(struct bal_pool *p, size_t i, uint32_t share)
+{
+    atomic_store_explicit(&p->servers[i].live->share, share, memory_order_relaxed);
 }
 
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i)

@@ -5,16 +5,33 @@
  *
  * One server, before the guard:
  *
- *   removed  admin      health            -> in rotation
- *   yes      none       any               -> while the pool warms and the
- *                                            caller allows it (may_warm_hold):
- *                                            as it was; then no, drains
- *   yes      drain/dis. any               -> no, drains (why: removed)
- *   no       drain/dis. any               -> no (operator)
- *   no       none       pending           -> no: a server a reload added
- *                                            waits for its first pass
- *   no       none       down              -> no, unless the guard holds it
- *   no       none       starting/up       -> yes
+ *   removed  admin      health       heartbeat  -> in rotation
+ *   yes      none       any          any        -> while the pool warms and
+ *                                                  the caller allows it
+ *                                                  (may_warm_hold): as it
+ *                                                  was; then no, drains
+ *   yes      drain/dis. any          any        -> no, drains (why: removed)
+ *   no       drain/dis. any          any        -> no (operator)
+ *   no       none       pending      any        -> no: a server a reload
+ *                                                  added waits for its
+ *                                                  first pass
+ *   no       none       down         any        -> no, unless the guard
+ *                                                  holds it
+ *   no       none       starting/up/ fail or    -> no, unless the guard
+ *                       warning      expired       holds it
+ *   no       none       starting/up/ off, pass, -> yes; warning (at
+ *                       warning      warn          warn_share of its weight)
+ *                                                  when the health or the
+ *                                                  heartbeat says warning
+ *
+ * A heartbeat only ever lowers: a fresh "pass" never brings back a server
+ * whose probe fails.
+ *
+ * Slow start: a server that enters rotation because of its health, an
+ * operator or its heartbeat (not at start, nor by the guard) ramps its
+ * share from BAL_RAMP_MIN to full, linearly over slow_start_ms; the share
+ * is the ramp's times the warn share. BAL_CAUSE_TIME decisions move the
+ * ramps on and change nothing else.
  *
  * The guard: when fewer servers than the floor are in, failing servers
  * (admin none, health down, not removed) are held in rotation to make up
@@ -67,10 +84,14 @@ bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
     return floor > nservers ? (uint32_t)nservers : (uint32_t)floor;
 }
 
+/* A ramp's first share: small, not 0, so that a slow start begins at once. */
+#define BAL_RAMP_MIN (BAL_SHARE_FULL / 100)
+
 static bool
 bal_member_is_healthy(const struct bal_member *m)
 {
-    return m->health == BAL_HEALTH_STARTING || m->health == BAL_HEALTH_UP;
+    return (m->health == BAL_HEALTH_STARTING || m->health == BAL_HEALTH_UP ||
+            m->health == BAL_HEALTH_WARNING) && m->beat != BAL_BEAT_FAIL;
 }
 
 /* Under health control: neither removed, nor taken out by an operator, nor
@@ -136,8 +157,38 @@ bal_member_why(const struct bal_member *m, bool is_cause, enum bal_cause kind)
     if (kind == BAL_CAUSE_BUILD)
         return BAL_WHY_RELOAD;
     if (is_cause)
-        return kind == BAL_CAUSE_HEALTH ? BAL_WHY_HEALTH : BAL_WHY_ADMIN;
+        return kind == BAL_CAUSE_HEALTH ? BAL_WHY_HEALTH
+             : kind == BAL_CAUSE_ADMIN ? BAL_WHY_ADMIN : BAL_WHY_BEAT;
     return m->in_rotation ? BAL_WHY_GUARD_HOLD : BAL_WHY_GUARD_RELEASE;
+}
+
+/* The share of its weight a server in rotation gets: the warn share while
+ * warning, times where its slow start is. Moves ramp_since_ms: set when
+ * the server enters rotation by its own inputs, cleared at the ramp's end
+ * or out of rotation. */
+static uint32_t
+bal_member_share(struct bal_member *m)
+{
+    uint64_t base = m->is_warning ? m->warn_share : BAL_SHARE_FULL, elapsed, ramp;
+
+    if (!m->in_rotation || m->slow_start_ms == 0) {
+        m->ramp_since_ms = 0;
+        return m->in_rotation ? (uint32_t)(base > 0 ? base : 1) : 0;
+    }
+    if (m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN || m->why == BAL_WHY_BEAT)
+        m->ramp_since_ms = m->now_ms > 0 ? m->now_ms : 1;
+    if (m->ramp_since_ms == 0)
+        return (uint32_t)(base > 0 ? base : 1);
+    elapsed = m->now_ms > m->ramp_since_ms ? m->now_ms - m->ramp_since_ms : 0;
+    if (elapsed >= m->slow_start_ms) {
+        m->ramp_since_ms = 0;           /* done */
+        return (uint32_t)(base > 0 ? base : 1);
+    }
+    ramp = BAL_SHARE_FULL * elapsed / m->slow_start_ms;
+    if (ramp < BAL_RAMP_MIN)
+        ramp = BAL_RAMP_MIN;
+    base = base * ramp / BAL_SHARE_FULL;
+    return (uint32_t)(base > 0 ? base : 1);
 }
 
 size_t
@@ -175,8 +226,10 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         struct bal_member *s = &m[i];
         bool is_cause = kind != BAL_CAUSE_BUILD && i == cause;
 
-        s->weight_now = s->in_rotation ? s->weight : 0;
         s->why = bal_member_why(s, is_cause, kind);
+        s->is_warning = s->in_rotation && !s->is_guarded && !s->is_warm_held &&
+                        (s->health == BAL_HEALTH_WARNING || s->beat == BAL_BEAT_WARN);
+        s->share = bal_member_share(s);
         /* A removed server's guard ends with it, silently. */
         s->guard_held = s->is_guarded && !s->was_guarded;
         s->guard_released = s->was_guarded && !s->is_guarded && !s->is_removed;

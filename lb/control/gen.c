@@ -66,6 +66,7 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
     /* Out of rotation until the generation's first decision places it. */
     atomic_init(&b->live.in_rotation, false);
     atomic_init(&b->live.active_connections, 0);
+    atomic_init(&b->live.share, BAL_SHARE_FULL);
     return b;
 }
 

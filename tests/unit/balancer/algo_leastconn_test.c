@@ -48,15 +48,16 @@ static void test_relative_to_weight(void)
     struct bal_pool *p = pool(3, w);
     struct bal_cursor *c = bal_cursor_new(p, 0);
 
-    /* 3/1 > 5/2 > 9/4: the most connections, yet the least loaded. */
+    /* (3+1)/1 > (5+1)/2 > (9+1)/4: the most connections, yet the least
+     * loaded. */
     set_active(p, 0, 3);
     set_active(p, 1, 5);
     set_active(p, 2, 9);
     for (int k = 0; k < 4; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 2);
-    /* 3/1 > 7/2 < 15/4. */
-    set_active(p, 1, 7);
-    set_active(p, 2, 15);
+    /* (3+1)/1 < (8+1)/2 < (18+1)/4. */
+    set_active(p, 1, 8);
+    set_active(p, 2, 18);
     for (int k = 0; k < 4; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
     /* Out of rotation or tried, the least loaded is passed over for the
@@ -75,7 +76,8 @@ static void test_relative_to_weight(void)
     bal_pool_free(p);
 }
 
-/* Products of two 32-bit figures need 64 bits: 3e9/4e9 = 0.75 > 1/2. */
+/* Products of two 32-bit figures and a share need more than 64 bits:
+ * (3e9+1)/4e9 is about 0.75. */
 static void test_no_overflow(void)
 {
     static const uint32_t w[] = {4000000000u, 2};
@@ -83,10 +85,10 @@ static void test_no_overflow(void)
     struct bal_cursor *c = bal_cursor_new(p, 0);
 
     set_active(p, 0, 3000000000u);
-    set_active(p, 1, 1);
+    set_active(p, 1, 0);    /* (0+1)/2 < 0.75 */
     for (int k = 0; k < 3; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
-    set_active(p, 1, 2);   /* 3e9/4e9 = 0.75 < 1 */
+    set_active(p, 1, 1);    /* 0.75 < (1+1)/2 */
     for (int k = 0; k < 3; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
     bal_cursor_free(c);
@@ -95,12 +97,12 @@ static void test_no_overflow(void)
 
 static void test_ties_take_turns(void)
 {
-    static const uint32_t w[] = {1, 1, 1, 3};
+    static const uint32_t w[] = {1, 1, 1, 1};
     struct bal_pool *p = pool(4, w);
     struct bal_cursor *c = bal_cursor_new(p, 0);
     char out[16];
 
-    /* Idle pool: all tie, whatever the weights. */
+    /* Idle pool of equal weights: all tie. */
     for (int k = 0; k < 8; k++)
         out[k] = (char)('a' + bal_pick(p, c, 0, NULL, 0));
     out[8] = '\0';

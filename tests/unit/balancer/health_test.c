@@ -1,4 +1,5 @@
-/* Tests balancer/health.c: rise and fall counts, the first probe, flapping. */
+/* Tests balancer/health.c: rise and fall counts, the first probe, flapping,
+ * the warning state. Results are written '+' pass, '-' fail, 'w' warn. */
 #include "bal.h"
 #include "check.h"
 
@@ -8,7 +9,9 @@ feed(struct bal_health *h, const char *results, uint64_t *t)
     enum bal_health_change last = BAL_HEALTH_UNCHANGED;
 
     for (const char *p = results; *p; p++) {
-        enum bal_health_change c = bal_health_apply(h, *p == '+', (*t)++);
+        enum bal_result r = *p == '+' ? BAL_RESULT_PASS
+                          : *p == 'w' ? BAL_RESULT_WARN : BAL_RESULT_FAIL;
+        enum bal_health_change c = bal_health_apply(h, r, (*t)++);
         if (c != BAL_HEALTH_UNCHANGED)
             last = c;
     }
@@ -124,9 +127,55 @@ test_names(void)
     CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_DOWN), "down");
 }
 
+/* A warning answer is a pass for fall and not yet up for rise (rise 2,
+ * fall 3 here). */
+static void
+test_warning(void)
+{
+    struct bal_health h;
+    uint64_t t = 1;
+
+    /* the first answer decides */
+    bal_health_init(&h, 2, 3);
+    CHECK_EQ_INT(feed(&h, "w", &t), BAL_HEALTH_WARNED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_WARNING);
+    CHECK(bal_health_is_up(&h));
+    bal_health_init_pending(&h, 2, 3);
+    CHECK_EQ_INT(feed(&h, "w", &t), BAL_HEALTH_WENT_UP);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_WARNING);
+
+    /* up -> warning at once; back up after rise passes, not before */
+    bal_health_init(&h, 2, 3);
+    CHECK_EQ_INT(feed(&h, "+", &t), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(feed(&h, "w", &t), BAL_HEALTH_WARNED);
+    CHECK_EQ_INT(feed(&h, "+w+", &t), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_WARNING);
+    CHECK_EQ_INT(feed(&h, "+", &t), BAL_HEALTH_CLEARED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_UP);
+
+    /* a warning restarts the failure streak: alive */
+    CHECK_EQ_INT(feed(&h, "--w--", &t), BAL_HEALTH_WARNED);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_WARNING);
+    CHECK_EQ_INT(feed(&h, "-", &t), BAL_HEALTH_WENT_DOWN);      /* the 3rd fail */
+    CHECK_EQ_INT(h.state, BAL_HEALTH_DOWN);
+    CHECK_EQ_INT(h.streak_started_ms, t - 3);
+
+    /* down -> after rise answers that are alive: up if they were passes,
+     * else warning */
+    CHECK_EQ_INT(feed(&h, "w", &t), BAL_HEALTH_UNCHANGED);
+    CHECK_EQ_INT(feed(&h, "+", &t), BAL_HEALTH_WENT_UP);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_WARNING);
+    CHECK_EQ_INT(h.streak_started_ms, t - 2);
+    CHECK_EQ_INT(feed(&h, "---", &t), BAL_HEALTH_WENT_DOWN);
+    CHECK_EQ_INT(feed(&h, "++", &t), BAL_HEALTH_WENT_UP);
+    CHECK_EQ_INT(h.state, BAL_HEALTH_UP);
+    CHECK_EQ_STR(bal_health_state_name(BAL_HEALTH_WARNING), "warning");
+}
+
 int
 main(void)
 {
+    test_warning();
     test_first_probe();
     test_exact_fall();
     test_exact_rise();

@@ -23,17 +23,22 @@ enum cause_case {
     CC_HEALTH_SELF,             /* this server's health verdict */
     CC_ADMIN_SELF,              /* an operator acted on this server */
     CC_HEALTH_OTHER,            /* the other server's health verdict */
+    CC_BEAT_SELF,               /* this server's heartbeat changed */
     CC_COUNT
 };
 
 static const char *const cause_names[] = { "build", "health-self", "admin-self",
-                                           "health-other" };
+                                           "health-other", "beat-self" };
+static const char *const beat_names[] = { "off", "pass", "warn", "fail" };
+
+#define WARN_SHARE 250u
 
 struct combo {
     enum bal_health_state health;
     enum bal_admin admin;
     bool is_removed, is_new, was_in, was_guarded;
     enum cause_case cause;
+    enum bal_beat beat;
     bool in;                    /* expected in_rotation, once known */
 };
 
@@ -44,9 +49,10 @@ struct combo {
 #define YES (1u << 1)
 
 struct rule {
-    unsigned health, admin, is_removed, is_new, was_in, was_guarded, cause, in;
+    unsigned health, admin, is_removed, is_new, was_in, was_guarded, cause, in, beat;
     long long out;
 };
+#define B(b) (1u << (b))
 
 /* In rotation (floor 0: nobody is held). */
 static const struct rule in_rules[] = {
@@ -54,7 +60,8 @@ static const struct rule in_rules[] = {
     { .admin = A(BAL_ADMIN_DRAIN) | A(BAL_ADMIN_DISABLE), .out = 0 },
     { .health = H(BAL_HEALTH_PENDING), .out = 0 },              /* no pass yet */
     { .health = H(BAL_HEALTH_DOWN), .out = 0 },
-    { .health = H(BAL_HEALTH_STARTING) | H(BAL_HEALTH_UP), .out = 1 },
+    { .beat = B(BAL_BEAT_FAIL), .out = 0 },                     /* only lowers */
+    { .health = H(BAL_HEALTH_STARTING) | H(BAL_HEALTH_UP) | H(BAL_HEALTH_WARNING), .out = 1 },
 };
 
 /* Floor 0: never held, so never a hold edge. */
@@ -77,6 +84,7 @@ static const struct rule why_rules[] = {
     { .cause = C(CC_BUILD), .out = BAL_WHY_RELOAD },
     { .cause = C(CC_HEALTH_SELF), .out = BAL_WHY_HEALTH },
     { .cause = C(CC_ADMIN_SELF), .out = BAL_WHY_ADMIN },
+    { .cause = C(CC_BEAT_SELF), .out = BAL_WHY_BEAT },
     /* another server's change moves this one only through the guard */
     { .cause = C(CC_HEALTH_OTHER), .in = YES, .out = BAL_WHY_GUARD_HOLD },
     { .cause = C(CC_HEALTH_OTHER), .in = NO, .out = BAL_WHY_GUARD_RELEASE },
@@ -105,9 +113,20 @@ static const struct rule drain_ms_rules[] = {
     { .out = DRAIN_MS },
 };
 
-static const struct rule weight_rules[] = {
-    { .in = YES, .out = WEIGHT },
+/* Warning, in rotation: the probe's or the heartbeat's word. */
+static const struct rule warning_rules[] = {
     { .in = NO, .out = 0 },
+    { .health = H(BAL_HEALTH_WARNING), .out = 1 },
+    { .beat = B(BAL_BEAT_WARN), .out = 1 },
+    { .out = 0 },
+};
+
+/* No slow start here: the share is the warn share while warning. */
+static const struct rule share_rules[] = {
+    { .in = NO, .out = 0 },
+    { .health = H(BAL_HEALTH_WARNING), .out = WARN_SHARE },
+    { .beat = B(BAL_BEAT_WARN), .out = WARN_SHARE },
+    { .out = BAL_SHARE_FULL },
 };
 
 static bool
@@ -123,16 +142,18 @@ rule_matches(const struct rule *r, const struct combo *c)
            field_matches(r->is_removed, c->is_removed) && field_matches(r->is_new, c->is_new) &&
            field_matches(r->was_in, c->was_in) &&
            field_matches(r->was_guarded, c->was_guarded) &&
-           field_matches(r->cause, c->cause) && field_matches(r->in, c->in);
+           field_matches(r->cause, c->cause) && field_matches(r->in, c->in) &&
+           field_matches(r->beat, c->beat);
 }
 
 static void
 print_combo(const struct combo *c, size_t pos)
 {
     fprintf(stderr, "  [health=%s admin=%s removed=%d new=%d was_in=%d was_guarded=%d "
-            "cause=%s at index %zu]\n",
+            "cause=%s beat=%s at index %zu]\n",
             bal_health_state_name(c->health), bal_admin_name(c->admin), c->is_removed,
-            c->is_new, c->was_in, c->was_guarded, cause_names[c->cause], pos);
+            c->is_new, c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat],
+            pos);
 }
 
 static long long
@@ -169,17 +190,20 @@ check_combo(struct combo *c, size_t pos)
     enum bal_cause kind = BAL_CAUSE_BUILD;
 
     m[other] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
-                                    .weight = 3, .drain_timeout_ms = DRAIN_MS };
+                                    .weight = 3, .drain_timeout_ms = DRAIN_MS,
+                                    .warn_share = WARN_SHARE };
     m[pos] = (struct bal_member){
         .health = c->health, .admin = c->admin, .is_removed = c->is_removed,
         .is_new = c->is_new, .was_in_rotation = c->was_in, .was_guarded = c->was_guarded,
         .down_since_ms = 1000, .weight = WEIGHT, .drain_timeout_ms = DRAIN_MS,
+        .beat = c->beat, .warn_share = WARN_SHARE,
     };
     switch (c->cause) {
     case CC_BUILD: kind = BAL_CAUSE_BUILD; break;     /* cause ignored */
     case CC_HEALTH_SELF: kind = BAL_CAUSE_HEALTH; break;
     case CC_ADMIN_SELF: kind = BAL_CAUSE_ADMIN; break;
     case CC_HEALTH_OTHER: kind = BAL_CAUSE_HEALTH; cause = other; break;
+    case CC_BEAT_SELF: kind = BAL_CAUSE_BEAT; break;
     case CC_COUNT: break;
     }
 
@@ -194,13 +218,15 @@ check_combo(struct combo *c, size_t pos)
     EXPECT(m[pos].drain_restart, lookup(restart_rules, c), c, pos);
     EXPECT(m[pos].drain_clear, lookup(clear_rules, c), c, pos);
     EXPECT(m[pos].drain_ms, lookup(drain_ms_rules, c), c, pos);
-    EXPECT(m[pos].weight_now, lookup(weight_rules, c), c, pos);
+    EXPECT(m[pos].is_warning, lookup(warning_rules, c), c, pos);
+    EXPECT(m[pos].share, lookup(share_rules, c), c, pos);
+    EXPECT(m[pos].ramp_since_ms, 0, c, pos);
     /* the bystander is untouched, and the count is both */
     EXPECT(m[other].in_rotation, 1, c, pos);
     EXPECT(m[other].why, BAL_WHY_NONE, c, pos);
     EXPECT(m[other].is_guarded || m[other].guard_held || m[other].guard_released ||
            m[other].drain_restart || m[other].drain_clear, 0, c, pos);
-    EXPECT(m[other].weight_now, 3, c, pos);
+    EXPECT(m[other].share, BAL_SHARE_FULL, c, pos);
     EXPECT(in, 1 + c->in, c, pos);
 }
 
@@ -209,13 +235,15 @@ test_truth_table(void)
 {
     static const enum bal_health_state healths[] = {
         BAL_HEALTH_STARTING, BAL_HEALTH_UP, BAL_HEALTH_DOWN, BAL_HEALTH_PENDING,
+        BAL_HEALTH_WARNING,
     };
     static const enum bal_admin admins[] = {
         BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE,
     };
     size_t count = 0, in = 0;
 
-    for (size_t h = 0; h < 4; h++)
+    for (size_t h = 0; h < 5; h++)
+    for (int beat = 0; beat < 4; beat++)
     for (size_t a = 0; a < 3; a++)
     for (int removed = 0; removed < 2; removed++)
     for (int is_new = 0; is_new < 2; is_new++)
@@ -225,7 +253,7 @@ test_truth_table(void)
         struct combo c = {
             .health = healths[h], .admin = admins[a], .is_removed = removed,
             .is_new = is_new, .was_in = was_in, .was_guarded = was_guarded,
-            .cause = (enum cause_case)cause,
+            .cause = (enum cause_case)cause, .beat = (enum bal_beat)beat,
         };
 
         check_combo(&c, 0);
@@ -233,10 +261,11 @@ test_truth_table(void)
         count++;
         in += c.in;
     }
-    CHECK_EQ_INT(count, 4 * 3 * 2 * 2 * 2 * 2 * CC_COUNT);
-    CHECK_EQ_INT(count, 768);
-    /* in rotation only when not removed, admin none, starting or up */
-    CHECK_EQ_INT(in, 2 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
+    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * CC_COUNT);
+    CHECK_EQ_INT(count, 4800);
+    /* in rotation only when not removed, admin none, starting, up or
+     * warning, and the heartbeat not failed */
+    CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
 }
 
 /* ------------------------------------------------------ the guard, a pool */
@@ -260,7 +289,7 @@ decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size
         const struct bal_member *s = &m[i];
 
         count += s->in_rotation;
-        CHECK_EQ_INT(s->weight_now, s->in_rotation ? s->weight : 0);
+        CHECK_EQ_INT(s->share, s->in_rotation ? BAL_SHARE_FULL : 0);
         CHECK_EQ_INT(s->guard_held, s->is_guarded && !s->was_guarded);
         CHECK_EQ_INT(s->guard_released, s->was_guarded && !s->is_guarded && !s->is_removed);
         CHECK_EQ_INT(s->drain_clear, s->in_rotation && !s->was_in_rotation);
@@ -488,7 +517,7 @@ test_operator_counts_but_is_not_held(void)
     CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 2);
     CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held && m[3].drain_clear);
     CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
-    CHECK_EQ_INT(m[3].weight_now, m[3].weight);
+    CHECK_EQ_INT(m[3].share, BAL_SHARE_FULL);
     CHECK(!m[3].drain_restart);
     carry(m, 4);
 
@@ -819,6 +848,85 @@ test_warm_hold(void)
     CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
 }
 
+/* ------------------------------------------------------------ slow start */
+
+/* One server of two, coming back by its health at t = 5 s with a 10 s
+ * slow start: its share climbs linearly from 1% to full, times the warn
+ * share while warning; then the ramp ends. */
+static void
+test_slow_start(void)
+{
+    struct bal_member m[2];
+    enum bal_health_state health = BAL_HEALTH_UP;
+
+    for (int warn = 0; warn < 2; warn++) {
+        uint32_t base = warn ? WARN_SHARE : BAL_SHARE_FULL;
+
+        m[0] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
+                                    .weight = 3, .slow_start_ms = 10000, .now_ms = 5000 };
+        m[1] = (struct bal_member){ .health = warn ? BAL_HEALTH_WARNING : health,
+                                    .was_in_rotation = false, .weight = 3,
+                                    .warn_share = WARN_SHARE, .slow_start_ms = 10000,
+                                    .now_ms = 5000 };
+        bal_rotation_decide(m, 2, 0, BAL_CAUSE_HEALTH, 1);
+        CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+        CHECK_EQ_INT(m[1].ramp_since_ms, 5000);
+        CHECK_EQ_INT(m[1].share, base / 100);
+        CHECK_EQ_INT(m[0].share, BAL_SHARE_FULL);      /* not ramping */
+        CHECK_EQ_INT(m[0].ramp_since_ms, 0);
+        for (uint64_t t = 6000; t <= 16000; t += 2500) {
+            m[1].was_in_rotation = true;
+            m[1].now_ms = m[0].now_ms = t;
+            bal_rotation_decide(m, 2, 0, BAL_CAUSE_TIME, 0);
+            CHECK_EQ_INT(m[1].why, BAL_WHY_NONE);
+            if (t < 15000) {
+                CHECK_EQ_INT(m[1].share, base * (t - 5000) / 10000);
+                CHECK_EQ_INT(m[1].ramp_since_ms, 5000);
+            } else {
+                CHECK_EQ_INT(m[1].share, base);
+                CHECK_EQ_INT(m[1].ramp_since_ms, 0);
+            }
+        }
+    }
+
+    /* An operator's enable and a heartbeat back ramp too; leaving rotation
+     * ends the ramp. */
+    for (int k = 0; k < 2; k++) {
+        m[1] = (struct bal_member){ .health = BAL_HEALTH_UP, .weight = 3,
+                                    .slow_start_ms = 10000, .now_ms = 7000,
+                                    .beat = BAL_BEAT_PASS };
+        bal_rotation_decide(m, 2, 0, k ? BAL_CAUSE_BEAT : BAL_CAUSE_ADMIN, 1);
+        CHECK_EQ_INT(m[1].ramp_since_ms, 7000);
+        CHECK_EQ_INT(m[1].share, BAL_SHARE_FULL / 100);
+        m[1].was_in_rotation = true;
+        m[1].beat = BAL_BEAT_FAIL;
+        bal_rotation_decide(m, 2, 0, BAL_CAUSE_BEAT, 1);
+        CHECK(!m[1].in_rotation);
+        CHECK_EQ_INT(m[1].share, 0);
+        CHECK_EQ_INT(m[1].ramp_since_ms, 0);
+    }
+
+    /* Not at lb's own start (a server's first place), nor when the guard
+     * holds a failing server. */
+    m[1] = (struct bal_member){ .health = BAL_HEALTH_STARTING, .is_new = true, .weight = 3,
+                                .slow_start_ms = 10000, .now_ms = 100 };
+    m[0].is_new = true;
+    m[0].was_in_rotation = false;
+    bal_rotation_decide(m, 2, 0, BAL_CAUSE_BUILD, 0);
+    CHECK(m[1].in_rotation && m[1].why == BAL_WHY_PLACED);
+    CHECK_EQ_INT(m[1].share, BAL_SHARE_FULL);
+    CHECK_EQ_INT(m[1].ramp_since_ms, 0);
+    m[0] = (struct bal_member){ .health = BAL_HEALTH_DOWN, .was_in_rotation = true,
+                                .weight = 3, .slow_start_ms = 10000, .now_ms = 100 };
+    m[1] = (struct bal_member){ .health = BAL_HEALTH_DOWN, .was_in_rotation = false,
+                                .weight = 3, .slow_start_ms = 10000, .now_ms = 100,
+                                .down_since_ms = 50 };
+    bal_rotation_decide(m, 2, 2, BAL_CAUSE_HEALTH, 0);
+    CHECK(m[1].is_guarded && m[1].in_rotation);
+    CHECK_EQ_INT(m[1].share, BAL_SHARE_FULL);
+    CHECK_EQ_INT(m[1].ramp_since_ms, 0);
+}
+
 int
 main(void)
 {
@@ -837,5 +945,6 @@ main(void)
     test_state_of();
     test_names();
     test_drain_deadline();
+    test_slow_start();
     return CHECK_DONE();
 }
