@@ -126,6 +126,7 @@ struct conf_hosts {
 struct conf_admin {
     struct conf_addr listen;
     char *token;                    /* "" when unset */
+    char *heartbeat_token;          /* "" when unset: heartbeats only */
     struct conf_hosts allowed_hosts;
 };
 
@@ -163,6 +164,11 @@ struct conf_pool {
     char *check_path;
     char *check_host;               /* "" = the server's address */
     struct conf_expect check_expect;
+    struct conf_expect check_warn;  /* http(s): alive but overloaded; none
+                                       when nranges is 0 */
+    struct conf_count_or_percent warn_weight;   /* a percent, 1..100 */
+    uint64_t heartbeat_ttl_ms;      /* 0 = no heartbeats */
+    uint64_t slow_start_ms;         /* 0 = none */
     uint32_t check_port;            /* 0 = the server's own port */
     uint64_t check_interval_ms;
     uint64_t check_timeout_ms;

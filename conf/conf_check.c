@@ -259,6 +259,26 @@ conf_check_protocol(struct conf_parse *p, const struct conf_pool *pool,
                    "the read_only query only after a login", conf_role_name(pool->check_role));
 }
 
+/* Warning, heartbeats, slow start (balancer/rotation.c). */
+static void
+conf_check_health_inputs(struct conf_parse *p, const struct conf_pool *pool,
+                         const struct conf_lines *l)
+{
+    int kwarn = conf_key_find(CONF_SECTION_POOL, "check_warn");
+    int kweight = conf_key_find(CONF_SECTION_POOL, "warn_weight");
+    int kttl = conf_key_find(CONF_SECTION_POOL, "heartbeat_ttl");
+
+    if (pool->check_warn.nranges > 0 && pool->check != CONF_CHECK_HTTP &&
+        pool->check != CONF_CHECK_HTTPS)
+        conf_error(p, l->key[kwarn], "check_warn needs check = http or https");
+    if (!l->bad[kweight] && (!pool->warn_weight.is_percent || pool->warn_weight.value == 0))
+        conf_error(p, l->key[kweight], "warn_weight: use a share of the server's weight, "
+                   "1%% to 100%% (e.g. 25%%)");
+    /* Expiry is looked at every 100 ms (lb_beat_tick). */
+    if (!l->bad[kttl] && pool->heartbeat_ttl_ms > 0 && pool->heartbeat_ttl_ms < 100)
+        conf_error(p, l->key[kttl], "heartbeat_ttl: 0 (off) or at least 100ms");
+}
+
 static void
 conf_check_pools(struct conf_parse *p)
 {
@@ -307,5 +327,6 @@ conf_check_pools(struct conf_parse *p)
             pool->check != CONF_CHECK_HTTPS)
             conf_error(p, l->key[kreuse], "check_reuse = on needs check = http or https");
         conf_check_protocol(p, pool, l);
+        conf_check_health_inputs(p, pool, l);
     }
 }

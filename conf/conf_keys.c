@@ -131,6 +131,7 @@ static const struct conf_key conf_admin_keys[] = {
     CONF_TYPED(struct conf_admin, "listen", listen, CONF_TYPE_LISTEN,
                "127.0.0.1:9900", 0),
     CONF_TYPED(struct conf_admin, "token", token, CONF_TYPE_STRING, "", 0),
+    CONF_TYPED(struct conf_admin, "heartbeat_token", heartbeat_token, CONF_TYPE_STRING, "", 0),
     CONF_TYPED(struct conf_admin, "allowed_hosts", allowed_hosts,
                CONF_TYPE_HOSTS, "", 0),
 };
@@ -168,6 +169,12 @@ static const struct conf_key conf_pool_keys[] = {
                0),
     CONF_TYPED(struct conf_pool, "check_expect", check_expect,
                CONF_TYPE_EXPECT, "200-399", 0),
+    CONF_TYPED(struct conf_pool, "check_warn", check_warn, CONF_TYPE_EXPECT, "",
+               CONF_KEY_MAY_BE_EMPTY),
+    { "warn_weight", CONF_TYPE_COUNT_OR_PERCENT, offsetof(struct conf_pool, warn_weight),
+      "25%", 0, 100, NULL, 0 },
+    CONF_DURATION(struct conf_pool, "heartbeat_ttl", heartbeat_ttl_ms, "0", 0, CONF_HOURS(24)),
+    CONF_DURATION(struct conf_pool, "slow_start", slow_start_ms, "0", 0, CONF_HOURS(1)),
     CONF_COUNT(struct conf_pool, check_port, "0", 0, 65535),
     CONF_DURATION(struct conf_pool, "check_interval", check_interval_ms, "2s",
                   CONF_MSEC(1), CONF_HOURS(1)),
@@ -402,6 +409,10 @@ static int
 conf_set_expect(const struct conf_key *k, void *field, const char *value,
                 int line, char *err, size_t errlen)
 {
+    if (value[0] == '\0' && (k->flags & CONF_KEY_MAY_BE_EMPTY)) {
+        memset(field, 0, sizeof(struct conf_expect));   /* no code */
+        return 0;
+    }
     return conf_parse_expect(value, field, err, errlen);
 }
 

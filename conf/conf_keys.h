@@ -42,6 +42,7 @@ enum conf_type {
 
 #define CONF_KEY_REPEATABLE 0x1u    /* may appear many times per section */
 #define CONF_KEY_REQUIRED 0x2u      /* no default: the section must set it */
+#define CONF_KEY_MAY_BE_EMPTY 0x4u  /* a list that may be empty (check_warn) */
 
 /* Enough for the longest table (pool); a static assertion keeps it so. */
 #define CONF_KEYS_MAX 40

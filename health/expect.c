@@ -58,14 +58,16 @@ hc_expect_match(const struct conf_expect *e, int code)
 
 bool
 hc_status_verdict(const char *buf, size_t len, size_t cap,
-                  const struct conf_expect *expect, bool *passed,
-                  char *detail, size_t detail_len)
+                  const struct conf_expect *expect, const struct conf_expect *warn,
+                  bool *passed, bool *warned, char *detail, size_t detail_len)
 {
     const char *nl = memchr(buf, '\n', len);
     char reason[64];
     int code;
 
     *passed = false;
+    if (warned != NULL)
+        *warned = false;
     if (nl == NULL) {
         if (len < cap)
             return false;
@@ -79,8 +81,12 @@ hc_status_verdict(const char *buf, size_t len, size_t cap,
         return true;
     }
     /* The detail is the status as the server said it; passed tells whether
-     * check_expect accepts it. */
-    *passed = hc_expect_match(expect, code);
+     * check_expect accepts it, or check_warn (looked at first: alive, but
+     * overloaded, which is a pass with a warning). */
+    if (warn != NULL && warned != NULL && hc_expect_match(warn, code))
+        *passed = *warned = true;
+    else
+        *passed = hc_expect_match(expect, code);
     snprintf(detail, detail_len, "HTTP %d%s%s", code, reason[0] ? " " : "",
              reason);
     return true;

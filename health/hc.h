@@ -38,6 +38,7 @@ struct hc_spec {
     const char *host;               /* Host header and TLS SNI */
     const char *path;               /* HTTP(S) request path */
     struct conf_expect expect;      /* accepted status codes */
+    struct conf_expect warn;        /* check_warn: alive but overloaded */
     uint64_t interval_ms;
     uint64_t timeout_ms;            /* the whole probe, connect included */
     bool verify;                    /* HTTPS: verify the certificate */
@@ -53,6 +54,7 @@ struct hc_result {
     uint32_t id;
     uint64_t seq;                   /* per target, rising with probe start */
     bool passed;
+    bool is_warning;                /* passed, with a code in check_warn */
     char detail[HC_DETAIL_MAX];     /* "HTTP 500 Internal Server Error",
                                        "connect: connection refused", ... */
     double duration_ms;
@@ -136,12 +138,14 @@ int hc_head_feed(struct hc_head *h, const char *buf, size_t n, size_t *used);
 /* The verdict of an HTTP check on the first len bytes of its answer, all
  * that has arrived so far (the prober reads at most cap). false while the
  * status line has no line end yet and fewer than cap bytes came: read more.
- * Else true, with *passed and the detail for logs and /stats ("HTTP 503
+ * Else true, with *passed (and *warned: a code in warn, which may be NULL,
+ * looked at before expect; a warning also passes) and the detail for logs
+ * and /stats ("HTTP 503
  * Service Unavailable", "malformed status line"). Bytes after the first
  * line end are never looked at, so the verdict does not depend on how the
  * answer was split into reads. Pure; exposed for the unit tests. */
 bool hc_status_verdict(const char *buf, size_t len, size_t cap,
-                       const struct conf_expect *expect, bool *passed,
-                       char *detail, size_t detail_len);
+                       const struct conf_expect *expect, const struct conf_expect *warn,
+                       bool *passed, bool *warned, char *detail, size_t detail_len);
 
 #endif /* HC_H */

@@ -75,6 +75,7 @@ struct hc_probe {
     bool is_reused;                 /* on a kept connection */
     bool has_verdict;               /* DRAINING: the status line decided */
     bool passed;
+    bool is_warning;                /* the status is in check_warn */
     char detail[HC_DETAIL_MAX];
     struct hc_head head;
     bool is_head_done;
@@ -127,6 +128,7 @@ hc_probe_done(struct hc_probe *p, bool passed, const char *fmt, ...)
         .id = p->tg->spec.id,
         .seq = p->seq,
         .passed = passed,
+        .is_warning = passed && p->is_warning,
         .duration_ms = hc_probe_elapsed_ms(p),
         .lag_ms = p->lag_ms,
         .started_mono_ms = p->started_ms,
@@ -515,8 +517,8 @@ hc_probe_read_status(struct hc_probe *p)
     bool passed;
     ssize_t n;
 
-    while (!hc_status_verdict(p->line, p->len, sizeof(p->line),
-                              &p->tg->spec.expect, &passed, detail,
+    while (!hc_status_verdict(p->line, p->len, sizeof(p->line), &p->tg->spec.expect,
+                              &p->tg->spec.warn, &passed, &p->is_warning, detail,
                               sizeof(detail))) {
         n = hc_probe_recv(p, p->line + p->len, sizeof(p->line) - p->len);
         if (n < 0)

@@ -71,6 +71,7 @@ struct lb_daemon {
     size_t decide_cap;
     double started_at;                  /* unix seconds */
     struct lb_admin *admin;             /* the admin port, or NULL */
+    struct event *tick_ev;              /* heartbeat expiry, slow start */
 
     /* reload (reload.c); counters, error and retired under state_lock */
     uint64_t reloads_ok;

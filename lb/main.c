@@ -176,7 +176,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     }
     d->mailbox = lb_mailbox_new(d->base, sizeof(struct lb_main_msg), lb_main_on_msgs, d);
     if (d->mailbox == NULL || lb_reload_init(d) == -1 || lb_members_init(d) == -1 ||
-        lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
+        lb_server_tick_init(d) == -1 || lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;
     }
@@ -249,6 +249,7 @@ out:
         free(d->workers);
     }
     lb_members_fini(d);
+    lb_server_tick_fini(d);
     lb_reload_fini(d);
     lb_mailbox_free(d->mailbox, NULL, NULL);
     free(d->decide_members);

@@ -178,20 +178,12 @@ lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
                      bool *pool_found)
 {
     struct lb_gen *g = d->gen;
+    struct lb_server *srv = lb_gen_find_server(g, pool, server);
 
-    *pool_found = false;
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        struct lb_pool *p = &g->pools[i];
-
-        if (strcmp(p->conf->name, pool) != 0)
-            continue;
-        *pool_found = true;
-        for (size_t k = 0; k < p->conf->nservers; k++) {
-            if (strcmp(p->servers[k].conf->name, server) == 0)
-                return &p->servers[k];
-        }
-    }
-    return NULL;
+    *pool_found = srv != NULL;
+    for (size_t i = 0; i < g->conf->npools && !*pool_found; i++)
+        *pool_found = strcmp(g->pools[i].conf->name, pool) == 0;
+    return srv;
 }
 
 /* Answers with the JSON of server `name` of pool `pool` in the current
@@ -395,6 +387,54 @@ lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
     lb_admin_reply_server(a, req, HTTP_OK, "OK", v->pool, v->server);
 }
 
+/* POST /pools/P/servers/S/heartbeat: the server's own word on its health,
+ * which can only lower it (lb_server_heartbeat). 200 with what it is now;
+ * 409 for a pool without heartbeat_ttl (a deploy error, not a no-op). The
+ * hot path of 10,000 servers heartbeating: one hash lookup and a few
+ * stores under state_lock, a small answer. */
+static void
+lb_admin_heartbeat(struct lb_admin *a, struct evhttp_request *req,
+                   const struct lb_admin_verdict *v)
+{
+    /* indexed by enum lb_admin_beat */
+    static const enum bal_beat beats[] = { BAL_BEAT_PASS, BAL_BEAT_WARN, BAL_BEAT_FAIL };
+    static const char *const names[] = { "pass", "warn", "fail" };
+    struct lb_daemon *d = a->d;
+    struct lb_server *srv;
+    struct evbuffer *b;
+    bool pool_found, is_off = false, in_rotation = false;
+    const char *health = "";
+    uint64_t ttl = 0;
+
+    pthread_mutex_lock(&d->state_lock);
+    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
+    if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0)
+        is_off = true;
+    else if (srv != NULL) {
+        lb_server_heartbeat(d, srv, beats[v->beat], v->note);
+        in_rotation = atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed);
+        health = lb_server_health_name(srv);
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (srv == NULL) {
+        lb_admin_not_found(req, pool_found);
+        return;
+    }
+    if (is_off) {
+        lb_admin_error(req, 409, "Conflict", "heartbeats are off in this pool: set heartbeat_ttl");
+        return;
+    }
+    if ((b = evbuffer_new()) == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    evbuffer_add_printf(b, "{\"status\":\"%s\",\"health\":\"%s\",\"in_rotation\":%s,"
+                        "\"heartbeat_ttl_ms\":%llu}\n", names[v->beat], health,
+                        in_rotation ? "true" : "false", (unsigned long long)ttl);
+    lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
+    evbuffer_free(b);
+}
+
 /* The same as SIGHUP, answered with its outcome: 200, or 400 with the
  * config errors (the old config keeps serving). The admin thread waits for
  * main; the data path does not. */
@@ -571,6 +611,9 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         break;
     case LB_ADMIN_ROUTE_SERVER_WEIGHT:
         lb_admin_server_weight(a, req, &v);
+        break;
+    case LB_ADMIN_ROUTE_HEARTBEAT:
+        lb_admin_heartbeat(a, req, &v);
         break;
     default:
         lb_admin_get(a, req, v.route);

@@ -417,6 +417,18 @@ lb_admin_is_authorized(const char *token, const struct lb_admin_head *h)
     return lb_admin_token_equal(a.p, a.len, token, tlen);
 }
 
+/* A heartbeat comes from the instance itself, which may hold only the
+ * heartbeat_token; the operator's token works too. */
+static bool
+lb_admin_beat_is_authorized(const struct conf_admin *admin, const struct lb_admin_head *h)
+{
+    if (admin->token[0] == '\0' && admin->heartbeat_token[0] == '\0')
+        return true;
+    return (admin->token[0] != '\0' && lb_admin_is_authorized(admin->token, h)) ||
+           (admin->heartbeat_token[0] != '\0' &&
+            lb_admin_is_authorized(admin->heartbeat_token, h));
+}
+
 /* Copies a path segment into a name buffer; one longer than any name
  * leaves it empty, which matches no pool or server (a 404, as for any
  * other unknown name). */
@@ -599,6 +611,38 @@ lb_admin_body_weight(struct lb_admin_span body, struct lb_admin_verdict *v)
         lb_admin_refuse(v, 400, bad);
 }
 
+/* POST .../heartbeat: an empty body is a pass; else {"status"[,"note"]}
+ * or {"note"}. */
+static void
+lb_admin_body_heartbeat(struct lb_admin_span body, struct lb_admin_verdict *v)
+{
+    static const char *const names[] = { "pass", "warn", "fail" };
+    char status[8] = "pass";
+    struct lb_admin_field fields[] = {
+        { .name = "status", .str = status, .cap = sizeof(status) },
+        { .name = "note", .str = v->note, .cap = sizeof(v->note) },
+    };
+    const char *bad;
+
+    v->beat = LB_ADMIN_BEAT_PASS;
+    v->note[0] = '\0';
+    if (lb_admin_json_ws(body.p, body.p + body.len) == body.p + body.len)
+        return;
+    if ((bad = lb_admin_json_object(body, fields, 2)) != NULL) {
+        lb_admin_refuse(v, 400, strcmp(bad, "a string too long") == 0
+                                    ? "a string too long (a note has at most 127 bytes)"
+                                    : bad);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(status, names[i]) == 0) {
+            v->beat = (enum lb_admin_beat)i;
+            return;
+        }
+    }
+    lb_admin_refuse(v, 400, "status: use pass, warn or fail");
+}
+
 /* ------------------------------------------------------------- routes */
 
 /* The segments of "/pools/P/servers[/S[/ACTION]]": their count (3 to 5),
@@ -660,6 +704,10 @@ lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, cons
         v->route = LB_ADMIN_ROUTE_SERVER_WEIGHT;
         return;
     }
+    if (lb_admin_span_eq(action, "heartbeat")) {
+        v->route = LB_ADMIN_ROUTE_HEARTBEAT;
+        return;
+    }
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
         if (lb_admin_span_eq(action, actions[i].name)) {
             v->route = LB_ADMIN_ROUTE_ACTION;
@@ -667,7 +715,7 @@ lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, cons
             return;
         }
     }
-    lb_admin_refuse(v, 400, "bad action: use disable, drain, enable or weight");
+    lb_admin_refuse(v, 400, "bad action: use disable, drain, enable, weight or heartbeat");
 }
 
 static void
@@ -716,9 +764,12 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
         lb_admin_refuse(v, 405, strcmp(method, "DELETE") == 0 ? "method not allowed: use DELETE"
                                                                 : "method not allowed: use POST");
         v->allow = method;
-    } else if (!lb_admin_is_authorized(admin->token, h)) {
+    } else if (v->route == LB_ADMIN_ROUTE_HEARTBEAT ? !lb_admin_beat_is_authorized(admin, h)
+                                                    : !lb_admin_is_authorized(admin->token, h)) {
         lb_admin_refuse(v, 401, "unauthorized: send Authorization: Bearer <token>");
         v->is_auth_challenge = true;
+    } else if (v->route == LB_ADMIN_ROUTE_HEARTBEAT) {
+        lb_admin_body_heartbeat(h->body, v);
     } else if (v->route == LB_ADMIN_ROUTE_SERVER_ADD) {
         lb_admin_body_server(h->body, v);
     } else if (v->route == LB_ADMIN_ROUTE_SERVER_WEIGHT) {

@@ -38,7 +38,16 @@ enum lb_admin_route {
     LB_ADMIN_ROUTE_SERVER_ADD,          /* POST /pools/P/servers */
     LB_ADMIN_ROUTE_SERVER_DELETE,       /* DELETE /pools/P/servers/S */
     LB_ADMIN_ROUTE_SERVER_WEIGHT,       /* POST /pools/P/servers/S/weight */
+    LB_ADMIN_ROUTE_HEARTBEAT,           /* POST /pools/P/servers/S/heartbeat */
 };
+
+/* A heartbeat's status (its body's "status", default pass). */
+enum lb_admin_beat {
+    LB_ADMIN_BEAT_PASS = 0,
+    LB_ADMIN_BEAT_WARN,
+    LB_ADMIN_BEAT_FAIL,
+};
+#define LB_ADMIN_NOTE_MAX 128           /* a heartbeat's "note", NUL included */
 
 enum lb_admin_action {
     LB_ADMIN_ACTION_ENABLE = 0,
@@ -66,6 +75,9 @@ struct lb_admin_verdict {
      * config's own parser to judge. SERVER_WEIGHT: {"weight"}. */
     char server_line[2 * sizeof(((struct conf_addr *)0)->text)];
     uint32_t weight;
+    /* HEARTBEAT: the optional body {"status":"pass|warn|fail","note":"..."} */
+    enum lb_admin_beat beat;
+    char note[LB_ADMIN_NOTE_MAX];
 };
 
 /* Decides about one request: raw[0..len) is its head and body exactly as
@@ -84,7 +96,8 @@ struct lb_admin_verdict {
  *   - 404 for an unknown path (whatever the method), 405 with Allow for a
  *     wrong method, 400 for a malformed action path or body;
  *   - 401 for a POST without "Authorization: Bearer <token>", the exact
- *     token, when one is set. */
+ *     token, when one is set; a heartbeat takes the token or the
+ *     heartbeat_token (open when neither is set). */
 void lb_admin_request_check(const struct conf_admin *admin, const char *raw,
                             size_t len, struct lb_admin_verdict *v);
 

@@ -62,12 +62,19 @@ struct lb_server_view {
     bool in_rotation;
     bool is_guarded;
     enum bal_admin admin;
-    enum bal_health_state health;
+    const char *health;                 /* lb_server_health_name */
     uint32_t consecutive_successes, consecutive_failures;
     uint64_t checks;
     struct lb_check_info last_check;
     double last_change;
     double last_detection_ms;
+    uint32_t share;                     /* of its weight, BAL_SHARE_FULL parts */
+    double ramp_progress;               /* slow start, 0..1; < 0: none */
+    enum bal_beat beat;                 /* BAL_BEAT_OFF: no heartbeat_ttl */
+    bool is_beat_expired;
+    double beat_at;                     /* unix seconds, 0 = none yet */
+    uint64_t heartbeats;
+    char beat_note[LB_BEAT_NOTE_MAX];
 };
 
 struct lb_stats_snap {
@@ -105,20 +112,31 @@ void
 lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
 {
     const struct lb_backend *b = srv->b;
+    const struct conf_pool *pc = srv->pool->conf;
+    uint64_t now = lb_mono_ms();
 
     *v = (struct lb_server_view){
         .srv = srv,
         .in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
         .is_guarded = b->is_guarded,
         .admin = b->admin,
-        .health = b->health.state,
+        .health = lb_server_health_name(srv),
         .consecutive_successes = b->health.consecutive_successes,
         .consecutive_failures = b->health.consecutive_failures,
         .checks = b->checks,
         .last_check = b->last_check,
         .last_change = b->last_change,
         .last_detection_ms = b->last_detection_ms,
+        .share = atomic_load_explicit(&b->live.share, memory_order_relaxed),
+        .ramp_progress = b->ramp_since_ms == 0 || pc->slow_start_ms == 0 ? -1.0
+                       : (double)(now > b->ramp_since_ms ? now - b->ramp_since_ms : 0) /
+                         (double)pc->slow_start_ms,
+        .beat = pc->heartbeat_ttl_ms > 0 ? b->beat : BAL_BEAT_OFF,
+        .is_beat_expired = b->is_beat_expired,
+        .beat_at = b->beat_at,
+        .heartbeats = b->heartbeats,
     };
+    memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
 }
 
 /* Caller holds state_lock. Servers a reload removed are listed while their
@@ -257,7 +275,7 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         conf_source_name(srv->conf->source), srv->conf->weight, srv->conf->max_connections,
         bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
         v->is_guarded ? "true" : "false",
-        bal_health_state_name(v->health),
+        v->health,
         bal_admin_name(v->admin),
         conf_check_name(srv->pool->conf->check),
         active,
@@ -272,7 +290,8 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         (unsigned long long)v->checks);
     if (v->last_check.is_set) {
         evbuffer_add_printf(out, "{\"result\":\"%s\",\"detail\":",
-                            v->last_check.passed ? "passed" : "failed");
+                            !v->last_check.passed ? "failed"
+                            : v->last_check.is_warning ? "warning" : "passed");
         lb_json_str(out, v->last_check.detail);
         LB_ADD_LIT(out, ",\"duration_ms\":");
         lb_json_num(out, v->last_check.duration_ms);
@@ -286,6 +305,36 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     lb_json_num(out, v->last_change > 0 ? v->last_change : d->started_at);
     LB_ADD_LIT(out, ",\"last_detection_ms\":");
     lb_json_num(out, v->last_detection_ms);
+    /* share and effective_weight: what the algorithms weigh it by now */
+    LB_ADD_LIT(out, ",\"share\":");
+    lb_json_num(out, v->in_rotation ? (double)v->share / BAL_SHARE_FULL : 0);
+    LB_ADD_LIT(out, ",\"effective_weight\":");
+    lb_json_num(out, v->in_rotation ? (double)srv->conf->weight * v->share / BAL_SHARE_FULL : 0);
+    LB_ADD_LIT(out, ",\"slow_start\":");
+    if (v->ramp_progress >= 0) {
+        LB_ADD_LIT(out, "{\"progress\":");
+        lb_json_num(out, v->ramp_progress < 1 ? v->ramp_progress : 1);
+        LB_ADD_LIT(out, "}");
+    } else {
+        LB_ADD_LIT(out, "null");
+    }
+    LB_ADD_LIT(out, ",\"heartbeat\":");
+    if (v->beat != BAL_BEAT_OFF) {
+        static const char *const names[] = { "off", "pass", "warn", "fail" };
+
+        evbuffer_add_printf(out, "{\"status\":\"%s\",\"total\":%llu,\"last\":",
+                            v->is_beat_expired ? "expired" : names[v->beat],
+                            (unsigned long long)v->heartbeats);
+        if (v->beat_at > 0)
+            lb_json_num(out, v->beat_at);
+        else
+            LB_ADD_LIT(out, "null");
+        LB_ADD_LIT(out, ",\"note\":");
+        lb_json_str(out, v->beat_note);
+        LB_ADD_LIT(out, "}");
+    } else {
+        LB_ADD_LIT(out, "null");
+    }
     LB_ADD_LIT(out, "}");
 }
 

@@ -54,6 +54,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->host = pc->check_host[0] != '\0' ? pc->check_host : srv->conf->addr.text;
     spec->path = pc->check_path;
     spec->expect = pc->check_expect;
+    spec->warn = pc->check_warn;
     spec->interval_ms = pc->check_interval_ms;
     spec->timeout_ms = pc->check_timeout_ms;
     spec->verify = pc->check_verify;

@@ -30,6 +30,9 @@ struct lb_hist {
 };
 void lb_hist_observe(struct lb_hist *h, double ms);
 
+/* A heartbeat's note, as shown in /stats and the logs. */
+#define LB_BEAT_NOTE_MAX 128
+
 /* What a server keeps across reloads: its place in rotation and open
  * connections (the balancer's struct bal_live, which every generation's
  * pool points to), counters, health and operator state. Shared by every
@@ -69,10 +72,22 @@ struct lb_backend {
     struct lb_check_info {
         bool is_set;
         bool passed;
+        bool is_warning;                /* passed with a code in check_warn */
         char detail[HC_DETAIL_MAX];
         double duration_ms;
         double at;                      /* unix seconds */
     } last_check;
+    /* heartbeats (heartbeat_ttl): the last report, PASS until one comes
+     * (a server has one TTL from when its pool first needs one) */
+    enum bal_beat beat;
+    bool is_beat_expired;               /* FAIL because none came in time */
+    uint64_t beat_at_ms;                /* monotonic; 0 = not looked at yet */
+    double beat_at;                     /* unix seconds; 0 = none reported */
+    char beat_note[LB_BEAT_NOTE_MAX];
+    uint64_t heartbeats;
+    /* decided: warning (published, for its logs) and the slow start */
+    bool is_warning;
+    uint64_t ramp_since_ms;             /* 0 = not ramping */
     double last_change;                 /* unix seconds */
     double last_detection_ms;           /* of the latest up/down change */
     uint64_t checks;
@@ -158,6 +173,10 @@ struct lb_gen {
     size_t nservers;
     struct lb_server **by_id;           /* indexed by backend id (sparse) */
     size_t nby_id;
+    struct lb_gen_index {               /* servers by pool and name */
+        struct lb_server **slots;
+        size_t mask;
+    } index;
 };
 
 /* ---------------------------------------------------------------- gen.c */
@@ -176,6 +195,10 @@ struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nw
                           uint32_t *next_id, char *err, size_t errlen);
 void lb_gen_ref(struct lb_gen *g);
 void lb_gen_unref(struct lb_gen *g);
+/* Server `server` of pool `pool` in g (NULL: none, or g is NULL): one hash
+ * lookup. */
+struct lb_server *lb_gen_find_server(const struct lb_gen *g, const char *pool,
+                                     const char *server);
 
 /* ------------------------------------------------------------- server.c */
 
@@ -200,6 +223,18 @@ void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_ad
 
 /* A probe result for server srv of the current generation: rise/fall, and
  * the rotation change it causes. Caller holds state_lock. */
+/* A heartbeat from the server itself (POST .../heartbeat): it can take the
+ * server out (fail), make it warning (warn), or let the probe decide
+ * (pass); never more. note may be "". */
+void lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat status,
+                         const char *note);
+/* What /stats calls its health: the probe's state, "warning" while the
+ * decision says so, "down" while its heartbeat failed or expired. */
+const char *lb_server_health_name(const struct lb_server *srv);
+/* The main thread's 100 ms tick (lb_server_tick_init): heartbeats that
+ * expired take their server out, slow-start ramps move on. */
+int lb_server_tick_init(struct lb_daemon *d);
+void lb_server_tick_fini(struct lb_daemon *d);
 void lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
                            const struct hc_result *r);
 

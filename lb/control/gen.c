@@ -55,6 +55,7 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
         return NULL;
     atomic_init(&b->refs, 1);
     b->id = id;
+    b->beat = BAL_BEAT_PASS;            /* until a report says otherwise */
     if (cp->check == CONF_CHECK_NONE) {
         bal_health_init(&b->health, cp->rise, cp->fall);
         b->health.state = BAL_HEALTH_UP;
@@ -70,63 +71,60 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
     return b;
 }
 
-/* The servers of the generation a reload replaces, by pool and server
- * name: an open-addressing table, so that matching a pool of 10,000 servers
- * costs 10,000 lookups, not 50 million comparisons. */
-struct lb_gen_index {
-    const struct lb_server **slots;
-    size_t mask;
-};
-
 static uint64_t
 lb_gen_key(const char *pool, const char *server)
 {
     return bal_hash_bytes(pool, strlen(pool)) * 31 + bal_hash_bytes(server, strlen(server));
 }
 
+/* g's servers by pool and server name (g->index): an open-addressing
+ * table, so that a reload matching a pool of 10,000 servers costs 10,000
+ * lookups, not 50 million comparisons, and a heartbeat one lookup. */
 static int
-lb_gen_index_init(struct lb_gen_index *ix, const struct lb_gen *old)
+lb_gen_index_init(struct lb_gen *g)
 {
     size_t cap = 16;
 
-    ix->slots = NULL;
-    if (old == NULL)
-        return 0;
-    while (cap < old->nservers * 2)
+    while (cap < g->nservers * 2)
         cap *= 2;
-    ix->slots = calloc(cap, sizeof(*ix->slots));
-    if (ix->slots == NULL)
+    g->index.slots = calloc(cap, sizeof(*g->index.slots));
+    if (g->index.slots == NULL)
         return -1;
-    ix->mask = cap - 1;
-    for (size_t i = 0; i < old->nservers; i++) {
-        const struct lb_server *s = old->servers[i];
-        size_t k = lb_gen_key(s->pool->conf->name, s->conf->name) & ix->mask;
+    g->index.mask = cap - 1;
+    for (size_t i = 0; i < g->nservers; i++) {
+        struct lb_server *s = g->servers[i];
+        size_t k = lb_gen_key(s->pool->conf->name, s->conf->name) & g->index.mask;
 
-        while (ix->slots[k] != NULL)
-            k = (k + 1) & ix->mask;
-        ix->slots[k] = s;
+        while (g->index.slots[k] != NULL)
+            k = (k + 1) & g->index.mask;
+        g->index.slots[k] = s;
     }
     return 0;
+}
+
+struct lb_server *
+lb_gen_find_server(const struct lb_gen *g, const char *pool, const char *server)
+{
+    if (g == NULL || g->index.slots == NULL)
+        return NULL;
+    for (size_t k = lb_gen_key(pool, server) & g->index.mask; g->index.slots[k] != NULL;
+         k = (k + 1) & g->index.mask) {
+        struct lb_server *s = g->index.slots[k];
+
+        if (strcmp(s->conf->name, server) == 0 && strcmp(s->pool->conf->name, pool) == 0)
+            return s;
+    }
+    return NULL;
 }
 
 /* The kept backend of the old generation, matched by pool name, server name
  * and address (an address change counts as a removal and an addition). */
 static struct lb_backend *
-lb_gen_find_backend(const struct lb_gen_index *ix, const char *pool,
-                    const struct conf_server *cs)
+lb_gen_find_backend(const struct lb_gen *old, const char *pool, const struct conf_server *cs)
 {
-    size_t k;
+    const struct lb_server *s = lb_gen_find_server(old, pool, cs->name);
 
-    if (ix->slots == NULL)
-        return NULL;
-    for (k = lb_gen_key(pool, cs->name) & ix->mask; ix->slots[k] != NULL;
-         k = (k + 1) & ix->mask) {
-        const struct lb_server *s = ix->slots[k];
-
-        if (strcmp(s->conf->name, cs->name) == 0 && strcmp(s->pool->conf->name, pool) == 0)
-            return strcmp(s->conf->addr.text, cs->addr.text) == 0 ? s->b : NULL;
-    }
-    return NULL;
+    return s != NULL && strcmp(s->conf->addr.text, cs->addr.text) == 0 ? s->b : NULL;
 }
 
 /* ----------------------------------------------------------- listen sets */
@@ -231,7 +229,7 @@ lb_pool_shared_unref(struct lb_pool_shared *ps)
 
 static int
 lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp,
-                 size_t index, const struct lb_gen *old, const struct lb_gen_index *ix,
+                 size_t index, const struct lb_gen *old,
                  uint32_t *next_id)
 {
     size_t n = cp->nservers;
@@ -254,7 +252,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
         goto out;
     for (size_t i = 0; i < n; i++) {
         struct lb_server *srv = &p->servers[i];
-        struct lb_backend *b = lb_gen_find_backend(ix, cp->name, &cp->servers[i]);
+        struct lb_backend *b = lb_gen_find_backend(old, cp->name, &cp->servers[i]);
 
         if (b != NULL)
             atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
@@ -314,6 +312,7 @@ lb_gen_free(struct lb_gen *g)
     free(g->frontends);
     free(g->servers);
     free(g->by_id);
+    free(g->index.slots);
     conf_free(g->conf);
     free(g);
 }
@@ -369,7 +368,6 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
            uint32_t *next_id, char *err, size_t errlen)
 {
     struct lb_gen *g = calloc(1, sizeof(*g));
-    struct lb_gen_index ix = { 0 };
 
     if (g == NULL) {
         conf_free(conf);
@@ -383,14 +381,10 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
     g->frontends = calloc(conf->nfrontends ? conf->nfrontends : 1, sizeof(*g->frontends));
     if (g->pools == NULL || g->frontends == NULL)
         goto oom;
-    if (lb_gen_index_init(&ix, old) == -1)
-        goto oom;
     for (size_t i = 0; i < conf->npools; i++) {
-        if (lb_gen_pool_init(g, &g->pools[i], &conf->pools[i], i, old, &ix, next_id) == -1)
+        if (lb_gen_pool_init(g, &g->pools[i], &conf->pools[i], i, old, next_id) == -1)
             goto oom;
     }
-    free(ix.slots);
-    ix.slots = NULL;
     g->servers = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers));
     g->nby_id = *next_id;
     g->by_id = calloc(g->nby_id ? g->nby_id : 1, sizeof(*g->by_id));
@@ -404,6 +398,8 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
             g->by_id[srv->b->id] = srv;
         }
     }
+    if (lb_gen_index_init(g) == -1)
+        goto oom;
     for (size_t i = 0; i < conf->nfrontends; i++) {
         if (lb_gen_frontend_init(&g->frontends[i], &conf->frontends[i], g, old, nworkers,
                                  err, errlen) == -1)
@@ -413,7 +409,6 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
 oom:
     snprintf(err, errlen, "out of memory");
 fail:
-    free(ix.slots);
     lb_gen_free(g);
     return NULL;
 }

@@ -11,10 +11,17 @@
  * the workers read on their next pick (struct bal_live: no lock, no
  * message, no wait on the data path), sets or clears the drain deadline of
  * the server's open connections, and logs the change with its reason.
+ *
+ * Besides probes and operators, two inputs reach the decision here: a
+ * server's own heartbeats (heartbeat_ttl), which can only lower its health,
+ * and time, through a 100 ms tick on main that expires heartbeats and moves
+ * slow-start ramps on.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "daemon.h"
 
@@ -77,6 +84,19 @@ lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char 
     }
 }
 
+/* Why a server is warning: the probe's answer or the heartbeat's word. */
+static const char *
+lb_warning_reason(const struct lb_server *srv, const char *cause_reason)
+{
+    const struct lb_backend *b = srv->b;
+
+    if (b->health.state == BAL_HEALTH_WARNING && b->last_check.is_set)
+        return b->last_check.detail;
+    if (b->beat == BAL_BEAT_WARN)
+        return b->beat_note[0] != '\0' ? b->beat_note : "heartbeat: warn";
+    return cause_reason;
+}
+
 /* Carries out the decision for one server. in_count is the pool's count
  * of servers in rotation as the moves are applied one by one. */
 static void
@@ -97,9 +117,28 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
                pc->name, srv->conf->name, bal_health_state_name(b->health.state));
     b->is_guarded = m->is_guarded;
     b->is_decided = true;
+    b->ramp_since_ms = m->ramp_since_ms;
 
+    /* The share first: a server coming in is picked at its ramp's share
+     * from its first pick. Out of rotation it keeps its last one (nobody
+     * picks it). */
+    if (m->in_rotation &&
+        atomic_load_explicit(&b->live.share, memory_order_relaxed) != m->share)
+        atomic_store_explicit(&b->live.share, m->share, memory_order_relaxed);
     if (m->in_rotation != m->was_in_rotation)
         atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
+    if (m->is_warning != b->is_warning) {
+        b->is_warning = m->is_warning;
+        if (m->is_warning)
+            lb_log(CONF_LOG_WARN, "server_warning", "pool=%s server=%s addr=%s reason=%s "
+                   "warn_weight=%u%%", pc->name, srv->conf->name, srv->conf->addr.text,
+                   lb_log_quote(qbuf, sizeof(qbuf), lb_warning_reason(srv, cause_reason)),
+                   pc->warn_weight.value);
+        else if (m->in_rotation)
+            lb_log(CONF_LOG_INFO, "server_warning_clear", "pool=%s server=%s addr=%s reason=%s",
+                   pc->name, srv->conf->name, srv->conf->addr.text,
+                   lb_log_quote(qbuf, sizeof(qbuf), cause_reason));
+    }
     if (m->drain_clear)
         atomic_store(&b->drain_deadline_ms, 0);
     if (m->drain_restart) {
@@ -140,10 +179,12 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
                                                   pc->min_servers.is_percent, pc->nservers)
                                 : 0;
     size_t in_after, in_count = 0, held = 0;
+    uint64_t now = lb_mono_ms();
 
     for (size_t i = 0; i < n; i++) {
         const struct lb_server *srv = d->decide_servers[i];
         const struct lb_backend *b = srv->b;
+        const struct conf_pool *spc = srv->pool->conf;
 
         m[i] = (struct bal_member){
             .health = b->health.state,
@@ -154,8 +195,13 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .was_guarded = b->is_guarded,
             .down_since_ms = b->down_since_ms,
             .weight = srv->conf->weight,
-            .drain_timeout_ms = srv->pool->conf->drain_timeout_ms,
+            .drain_timeout_ms = spc->drain_timeout_ms,
             .may_warm_hold = warm_hold && b->is_removed,
+            .beat = spc->heartbeat_ttl_ms > 0 ? b->beat : BAL_BEAT_OFF,
+            .warn_share = spc->warn_weight.value * (BAL_SHARE_FULL / 100),
+            .slow_start_ms = spc->slow_start_ms,
+            .now_ms = now,
+            .ramp_since_ms = b->ramp_since_ms,
         };
         in_count += m[i].was_in_rotation && !b->is_removed;
     }
@@ -309,6 +355,7 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     srv->b->last_seq = r->seq;
     srv->b->last_check.is_set = true;
     srv->b->last_check.passed = r->passed;
+    srv->b->last_check.is_warning = r->is_warning;
     memcpy(srv->b->last_check.detail, r->detail, sizeof(srv->b->last_check.detail));
     srv->b->last_check.duration_ms = r->duration_ms;
     srv->b->last_check.at = r->started_at;
@@ -322,12 +369,21 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
      * its cause (harness.transition_streak). */
     lb_log(CONF_LOG_DEBUG, "check",
            "pool=%s server=%s result=%s detail=%s duration_ms=%.1f lag_ms=%.1f",
-           srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
+           srv->pool->conf->name, srv->conf->name,
+           !r->passed ? "failed" : r->is_warning ? "warning" : "passed",
            lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms, r->lag_ms);
 
-    change = bal_health_apply(&srv->b->health, r->passed, r->started_mono_ms);
+    change = bal_health_apply(&srv->b->health,
+                              !r->passed ? BAL_RESULT_FAIL
+                              : r->is_warning ? BAL_RESULT_WARN : BAL_RESULT_PASS,
+                              r->started_mono_ms);
     if (change == BAL_HEALTH_UNCHANGED)
         return;
+    if (change == BAL_HEALTH_WARNED || change == BAL_HEALTH_CLEARED) {
+        /* in rotation either way: only its share moves */
+        lb_pool_decide(d, srv->pool, BAL_CAUSE_HEALTH, srv, r->detail, 0);
+        return;
+    }
     /* Detection time: from the start of the first probe of the streak to
      * now, when the verdict takes effect. */
     detection_ms = (double)(lb_mono_ms() - srv->b->health.streak_started_ms);
@@ -339,3 +395,102 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     lb_pool_decide(d, srv->pool, BAL_CAUSE_HEALTH, srv, r->detail, detection_ms);
 }
 
+
+/* ---------------------------------------------------- heartbeats, time */
+
+void
+lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat status,
+                    const char *note)
+{
+    struct lb_backend *b = srv->b;
+    bool is_change = status != b->beat;
+    char reason[LB_BEAT_NOTE_MAX + 32];
+
+    b->beat_at_ms = lb_mono_ms();
+    b->beat_at = lb_wall_now();
+    b->heartbeats++;
+    b->beat = status;
+    b->is_beat_expired = false;
+    snprintf(b->beat_note, sizeof(b->beat_note), "%s", note);
+    if (!is_change)
+        return;                         /* the common case: one more pass */
+    if (note[0] != '\0')
+        snprintf(reason, sizeof(reason), "heartbeat %s: %s",
+                 status == BAL_BEAT_FAIL ? "fail" : status == BAL_BEAT_WARN ? "warn" : "pass",
+                 note);
+    else
+        snprintf(reason, sizeof(reason), "heartbeat: %s",
+                 status == BAL_BEAT_FAIL ? "fail" : status == BAL_BEAT_WARN ? "warn" : "pass");
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_BEAT, srv, reason, 0);
+}
+
+const char *
+lb_server_health_name(const struct lb_server *srv)
+{
+    const struct lb_backend *b = srv->b;
+
+    if (srv->pool->conf->heartbeat_ttl_ms > 0 && b->beat == BAL_BEAT_FAIL &&
+        bal_health_is_up(&b->health))
+        return "down";
+    if (b->is_warning)
+        return "warning";
+    return bal_health_state_name(b->health.state);
+}
+
+/* The tick's period: the resolution of heartbeat expiry (a server is out
+ * at most this long after its TTL ran out) and of slow-start steps. */
+#define LB_TICK_MS 100
+
+static void
+lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+    uint64_t now = lb_mono_ms();
+    char reason[64];
+
+    (void)fd;
+    (void)what;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < d->gen->conf->npools; i++) {
+        struct lb_pool *pool = &d->gen->pools[i];
+        uint64_t ttl = pool->conf->heartbeat_ttl_ms;
+        bool is_ramping = false;
+
+        for (size_t k = 0; ttl > 0 && k < pool->conf->nservers; k++) {
+            struct lb_server *srv = &pool->servers[k];
+            struct lb_backend *b = srv->b;
+
+            if (b->beat_at_ms == 0) {
+                b->beat_at_ms = now;    /* first look: one TTL from now */
+            } else if (b->beat != BAL_BEAT_FAIL && now - b->beat_at_ms > ttl) {
+                b->beat = BAL_BEAT_FAIL;
+                b->is_beat_expired = true;
+                snprintf(reason, sizeof(reason), "heartbeat expired %.1f s ago",
+                         (double)(now - b->beat_at_ms) / 1000.0);
+                lb_pool_decide(d, pool, BAL_CAUSE_BEAT, srv, reason, 0);
+            }
+        }
+        for (size_t k = 0; pool->conf->slow_start_ms > 0 && k < pool->conf->nservers; k++)
+            is_ramping |= pool->servers[k].b->ramp_since_ms != 0;
+        if (is_ramping)
+            lb_pool_decide(d, pool, BAL_CAUSE_TIME, NULL, "slow start", 0);
+    }
+    pthread_mutex_unlock(&d->state_lock);
+}
+
+int
+lb_server_tick_init(struct lb_daemon *d)
+{
+    struct timeval tv = lb_tv_ms(LB_TICK_MS);
+
+    d->tick_ev = event_new(d->base, -1, EV_PERSIST, lb_server_on_tick, d);
+    return d->tick_ev != NULL && event_add(d->tick_ev, &tv) == 0 ? 0 : -1;
+}
+
+void
+lb_server_tick_fini(struct lb_daemon *d)
+{
+    if (d->tick_ev != NULL)
+        event_free(d->tick_ev);
+    d->tick_ev = NULL;
+}

@@ -74,7 +74,7 @@ fuzz_verdict(const char *data, size_t size)
     int code;
 
     for (size_t n = 0; n <= size && n <= FUZZ_CAP; n++) {
-        bool done = hc_status_verdict(data, n, FUZZ_CAP, &e, &passed, detail,
+        bool done = hc_status_verdict(data, n, FUZZ_CAP, &e, NULL, &passed, NULL, detail,
                                       sizeof(detail));
 
         FUZZ_CHECK(done == (n >= decided_at));

@@ -312,15 +312,20 @@ SERVER_SPEC = {
     "last_check": lambda v: v is None or isinstance(v, dict),
     "last_change": _is_num,
     # present now, beyond the minimum of the contract
-    "health": lambda v: v in ("starting", "up", "down", "pending"),
+    "health": lambda v: v in ("starting", "up", "down", "pending", "warning"),
     "admin": lambda v: v in ("none", "drain", "disable"),
     "check": _is_str, "checks_total": _is_count, "last_detection_ms": _is_num,
     "max_connections": _is_count,
     "source": lambda v: v in ("config", "dns", "api"),
+    "share": lambda v: _is_num(v) and 0 <= v <= 1,
+    "effective_weight": lambda v: _is_num(v) and v >= 0,
+    "slow_start": lambda v: v is None or (isinstance(v, dict) and 0 <= v.get("progress", -1) <= 1),
+    "heartbeat": lambda v: v is None or (isinstance(v, dict) and
+                                         v.get("status") in ("pass", "warn", "fail", "expired")),
 }
 
 LAST_CHECK_SPEC = {
-    "result": lambda v: v in ("passed", "failed"), "detail": _is_str,
+    "result": lambda v: v in ("passed", "failed", "warning"), "detail": _is_str,
     "duration_ms": lambda v: _is_num(v) and v >= 0, "at": _is_num,
 }
 

@@ -257,7 +257,7 @@ verdict_bytewise(const char *answer, size_t len, size_t cap,
     char d[HC_DETAIL_MAX];
 
     for (size_t n = 0; n <= len && n <= cap; n++) {
-        bool done = hc_status_verdict(answer, n, cap, e, &passed, d, sizeof(d));
+        bool done = hc_status_verdict(answer, n, cap, e, NULL, &passed, NULL, d, sizeof(d));
         CHECK_EQ_INT(done, n >= decided_at);
         if (done && !first) {
             first = true;
@@ -301,8 +301,8 @@ test_verdict(void)
     /* no line end: undecided below cap, malformed at cap */
     memset(line, 'x', sizeof(line));
     memcpy(line, "HTTP/1.1 200 ", 13);
-    CHECK(!hc_status_verdict(line, 254, 255, &e, &passed, detail, sizeof(detail)));
-    CHECK(hc_status_verdict(line, 255, 255, &e, &passed, detail, sizeof(detail)));
+    CHECK(!hc_status_verdict(line, 254, 255, &e, NULL, &passed, NULL, detail, sizeof(detail)));
+    CHECK(hc_status_verdict(line, 255, 255, &e, NULL, &passed, NULL, detail, sizeof(detail)));
     CHECK(!passed);
     CHECK_EQ_STR(detail, "malformed status line: no line end in 255 bytes");
     CHECK(!verdict_bytewise(line, 255, 255, &e, detail, sizeof(detail)));
@@ -311,17 +311,48 @@ test_verdict(void)
     CHECK(verdict_bytewise(line, 255, 255, &e, detail, sizeof(detail)));
     CHECK_EQ_INT(strncmp(detail, "HTTP 200 xxx", 12), 0);
     /* nothing yet */
-    CHECK(!hc_status_verdict("", 0, 255, &e, &passed, detail, sizeof(detail)));
+    CHECK(!hc_status_verdict("", 0, 255, &e, NULL, &passed, NULL, detail, sizeof(detail)));
     /* the detail is cut to its buffer */
     a = "HTTP/1.1 200 OK\r\n";
-    CHECK(hc_status_verdict(a, strlen(a), 255, &e, &passed, detail, 7));
+    CHECK(hc_status_verdict(a, strlen(a), 255, &e, NULL, &passed, NULL, detail, 7));
     CHECK(passed);
     CHECK_EQ_STR(detail, "HTTP 2");
+}
+
+/* check_warn is looked at first; a warning passes. */
+static void
+test_warn_verdict(void)
+{
+    struct conf_expect e = { .nranges = 1, .ranges = { { 200, 399 } } };
+    struct conf_expect w = { .nranges = 2, .ranges = { { 429, 429 }, { 200, 200 } } };
+    const char *a429 = "HTTP/1.1 429 Too Many Requests\r\n", *a200 = "HTTP/1.1 200 OK\r\n";
+    const char *a204 = "HTTP/1.1 204 No Content\r\n", *a500 = "HTTP/1.1 500 Oops\r\n";
+    char detail[HC_DETAIL_MAX];
+    bool passed, warned;
+
+    CHECK(hc_status_verdict(a429, strlen(a429), 255, &e, &w, &passed, &warned, detail,
+                            sizeof(detail)));
+    CHECK(passed && warned);
+    CHECK_EQ_STR(detail, "HTTP 429 Too Many Requests");
+    CHECK(hc_status_verdict(a200, strlen(a200), 255, &e, &w, &passed, &warned, detail,
+                            sizeof(detail)));
+    CHECK(passed && warned);                    /* in both: warn wins */
+    CHECK(hc_status_verdict(a204, strlen(a204), 255, &e, &w, &passed, &warned, detail,
+                            sizeof(detail)));
+    CHECK(passed && !warned);
+    CHECK(hc_status_verdict(a500, strlen(a500), 255, &e, &w, &passed, &warned, detail,
+                            sizeof(detail)));
+    CHECK(!passed && !warned);
+    w.nranges = 0;                              /* check_warn empty */
+    CHECK(hc_status_verdict(a429, strlen(a429), 255, &e, &w, &passed, &warned, detail,
+                            sizeof(detail)));
+    CHECK(!passed && !warned);
 }
 
 int
 main(void)
 {
+    test_warn_verdict();
     test_status_lines();
     test_status_line_edges();
     test_rejected_writes_nothing();
