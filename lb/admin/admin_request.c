@@ -422,11 +422,12 @@ lb_admin_is_authorized(const char *token, const struct lb_admin_head *h)
 static bool
 lb_admin_beat_is_authorized(const struct conf_admin *admin, const struct lb_admin_head *h)
 {
-    if (admin->token[0] == '\0' && admin->heartbeat_token[0] == '\0')
+    const char *hb = admin->heartbeat_token != NULL ? admin->heartbeat_token : "";
+
+    if (admin->token[0] == '\0' && hb[0] == '\0')
         return true;
     return (admin->token[0] != '\0' && lb_admin_is_authorized(admin->token, h)) ||
-           (admin->heartbeat_token[0] != '\0' &&
-            lb_admin_is_authorized(admin->heartbeat_token, h));
+           (hb[0] != '\0' && lb_admin_is_authorized(hb, h));
 }
 
 /* Copies a path segment into a name buffer; one longer than any name

@@ -28,16 +28,17 @@ struct fuzz_port {
     int family;
     const char *addr;               /* its address */
     const char *token;
+    const char *heartbeat_token;
     const char *hosts[2];
 };
 
 static const struct fuzz_port fuzz_ports[] = {
-    { "127.0.0.1:9900", AF_INET, "127.0.0.1", "", { NULL, NULL } },
-    { "127.0.0.1:9900", AF_INET, "127.0.0.1", "s3cr3t", { "lb.example.com", "10.0.0.5" } },
-    { "[::1]:9900", AF_INET6, "::1", "", { NULL, NULL } },
-    { "0.0.0.0:9900", AF_INET, "0.0.0.0", "t", { NULL, NULL } },
-    { "[::]:9900", AF_INET6, "::", "s3cr3t", { "[fe80::1]", NULL } },
-    { "localhost:9900", AF_INET, "127.0.0.1", "", { "x", NULL } },
+    { "127.0.0.1:9900", AF_INET, "127.0.0.1", "", "", { NULL, NULL } },
+    { "127.0.0.1:9900", AF_INET, "127.0.0.1", "s3cr3t", "", { "lb.example.com", "10.0.0.5" } },
+    { "[::1]:9900", AF_INET6, "::1", "", "hb", { NULL, NULL } },
+    { "0.0.0.0:9900", AF_INET, "0.0.0.0", "t", "hb", { NULL, NULL } },
+    { "[::]:9900", AF_INET6, "::", "s3cr3t", "", { "[fe80::1]", NULL } },
+    { "localhost:9900", AF_INET, "127.0.0.1", "", "", { "x", NULL } },
 };
 
 static void
@@ -58,6 +59,7 @@ fuzz_port_admin(const struct fuzz_port *p, struct conf_admin *a)
         a->listen.len = sizeof(*in6);
     }
     a->token = (char *)p->token;
+    a->heartbeat_token = (char *)p->heartbeat_token;
     for (size_t i = 0; i < 2 && p->hosts[i] != NULL; i++)
         snprintf(a->allowed_hosts.names[a->allowed_hosts.n++], CONF_HOST_MAX + 1, "%s",
                  p->hosts[i]);
@@ -117,12 +119,28 @@ fuzz_check_name(const char *name, const char *target, size_t target_len)
         FUZZ_CHECK(fuzz_has(target, target_len, name));
 }
 
+/* The request's Authorization header carries token: "Bearer", spaces, the
+ * token, its line's end. */
+static bool
+fuzz_has_bearer(const char *headers, size_t hlen, const char *token)
+{
+    size_t vlen, tlen = strlen(token);
+    const char *auth = fuzz_header(headers, hlen, "authorization", &vlen);
+
+    if (auth == NULL || vlen < tlen + 7 || memcmp(auth + vlen - tlen, token, tlen) != 0 ||
+        auth[vlen - tlen - 1] != ' ')
+        return false;
+    while (*auth == ' ' || *auth == '\t')
+        auth++;
+    return strncasecmp(auth, "bearer ", 7) == 0;
+}
+
 static void
 fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
                  const struct lb_admin_verdict *v)
 {
     const char *end = memmem(raw, len, "\n\r\n", 3), *end2 = memmem(raw, len, "\n\n", 2);
-    const char *eol = memchr(raw, '\n', len), *sp1, *sp2, *auth;
+    const char *eol = memchr(raw, '\n', len), *sp1, *sp2;
     size_t head, hlen, vlen, tlen = strlen(a->token);
 
     if (end == NULL || (end2 != NULL && end2 < end))
@@ -143,19 +161,30 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
     switch (v->route) {
     case LB_ADMIN_ROUTE_ACTION:
     case LB_ADMIN_ROUTE_RELOAD:
-        FUZZ_CHECK(sp1 - raw == 4 && memcmp(raw, "POST", 4) == 0);
-        if (tlen > 0) {         /* "Bearer", spaces, the token, its line's end */
-            auth = fuzz_header(eol + 1, hlen, "authorization", &vlen);
-            FUZZ_CHECK(auth != NULL && vlen >= tlen + 7);
-            FUZZ_CHECK(memcmp(auth + vlen - tlen, a->token, tlen) == 0);
-            FUZZ_CHECK(auth[vlen - tlen - 1] == ' ');
-            while (*auth == ' ' || *auth == '\t')
-                auth++;
-            FUZZ_CHECK(strncasecmp(auth, "bearer ", 7) == 0);
+    case LB_ADMIN_ROUTE_SERVER_ADD:
+    case LB_ADMIN_ROUTE_SERVER_WEIGHT:
+    case LB_ADMIN_ROUTE_SERVER_DELETE:
+    case LB_ADMIN_ROUTE_HEARTBEAT:
+        if (v->route == LB_ADMIN_ROUTE_SERVER_DELETE)
+            FUZZ_CHECK(sp1 - raw == 6 && memcmp(raw, "DELETE", 6) == 0);
+        else
+            FUZZ_CHECK(sp1 - raw == 4 && memcmp(raw, "POST", 4) == 0);
+        if (v->route == LB_ADMIN_ROUTE_HEARTBEAT) {
+            /* the operator's token or the heartbeat_token */
+            if (tlen > 0 || a->heartbeat_token[0] != '\0')
+                FUZZ_CHECK((tlen > 0 && fuzz_has_bearer(eol + 1, hlen, a->token)) ||
+                           (a->heartbeat_token[0] != '\0' &&
+                            fuzz_has_bearer(eol + 1, hlen, a->heartbeat_token)));
+            FUZZ_CHECK(v->beat <= LB_ADMIN_BEAT_FAIL);
+            FUZZ_CHECK(strnlen(v->note, sizeof(v->note)) < sizeof(v->note));
+        } else if (tlen > 0) {
+            FUZZ_CHECK(fuzz_has_bearer(eol + 1, hlen, a->token));
         }
-        if (v->route == LB_ADMIN_ROUTE_ACTION) {
+        if (v->route != LB_ADMIN_ROUTE_RELOAD) {
             FUZZ_CHECK(strncmp(sp1 + 1, "/pools/", 7) == 0);
             fuzz_check_name(v->pool, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+        }
+        if (v->route == LB_ADMIN_ROUTE_ACTION) {
             fuzz_check_name(v->server, sp1 + 1, (size_t)(sp2 - sp1 - 1));
             FUZZ_CHECK(v->action <= LB_ADMIN_ACTION_DISABLE);
         }

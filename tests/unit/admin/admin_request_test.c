@@ -38,6 +38,7 @@ admin_of(const char *listen, const char *token, const char *hosts)
         check_failures++;
     }
     a.token = (char *)token;
+    a.heartbeat_token = (char *)"";
     return a;
 }
 
@@ -206,7 +207,7 @@ test_routes(void)
         { "POST /pools/web/servers/web1/drain/x HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/server/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/servers/web1/Drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
-          "bad action: use disable, drain, enable or weight", false },
+          "bad action: use disable, drain, enable, weight or heartbeat", false },
         /* methods are case-sensitive (RFC 9110 9.1): found by fuzzing */
         { "PoST /reload HTTP/1.1\r\n" H "\r\n", 0, 405, 0, "method not allowed: use POST", false },
         { "get /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
@@ -544,6 +545,87 @@ test_error_page(void)
     CHECK_EQ_INT(lb_admin_error_page_json(in, n, out, 40), 0);
 }
 
+/* POST .../heartbeat: an optional body; the operator's token or the
+ * heartbeat_token, open when neither is set. */
+static void
+test_heartbeat(void)
+{
+    static const struct {
+        const char *body;
+        enum lb_admin_beat beat;
+        const char *note, *error;
+    } cases[] = {
+        { "", LB_ADMIN_BEAT_PASS, "", NULL },
+        { " \r\n", LB_ADMIN_BEAT_PASS, "", NULL },
+        { "{}", LB_ADMIN_BEAT_PASS, "", NULL },
+        { "{\"status\":\"warn\",\"note\":\"queue 900\"}", LB_ADMIN_BEAT_WARN, "queue 900", NULL },
+        { "{\"note\":\"x\",\"status\":\"fail\"}", LB_ADMIN_BEAT_FAIL, "x", NULL },
+        { "{\"status\":\"ok\"}", 0, NULL, "status: use pass, warn or fail" },
+        { "{\"status\":\"pass\",\"weight\":1}", 0, NULL, "unknown field in the body" },
+        { "{\"status\":1}", 0, NULL, "expected a string" },
+        { "pass", 0, NULL, "the body is not a JSON object" },
+        { "{\"note\":\"0123456789012345678901234567890123456789012345678901234567890123"
+          "4567890123456789012345678901234567890123456789012345678901234567\"}", 0, NULL,
+          "a string too long (a note has at most 127 bytes)" },
+    };
+    struct conf_admin a = admin_of("127.0.0.1:9900", "", "");
+    struct lb_admin_verdict v;
+    char raw[1024];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int n = snprintf(raw, sizeof(raw), "POST /pools/web/servers/web1/heartbeat HTTP/1.1\r\n"
+                         H "Content-Length: %zu\r\n\r\n%s", strlen(cases[i].body),
+                         cases[i].body);
+
+        lb_admin_request_check(&a, raw, (size_t)n, &v);
+        if (cases[i].error == NULL) {
+            CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_HEARTBEAT);
+            CHECK_EQ_INT(v.beat, cases[i].beat);
+            CHECK_EQ_STR(v.note, cases[i].note);
+            CHECK_EQ_STR(v.pool, "web");
+            CHECK_EQ_STR(v.server, "web1");
+        } else {
+            CHECK_EQ_INT(v.status, 400);
+            CHECK_EQ_STR(v.error, cases[i].error);
+        }
+    }
+    /* tokens: [token, heartbeat_token, Authorization, heartbeat ok, enable ok] */
+    {
+        static const struct {
+            const char *token, *hb, *auth;
+            bool beat_ok, action_ok;
+        } t[] = {
+            { "", "", NULL, true, true },
+            { "op", "", NULL, false, false },
+            { "op", "", "op", true, true },
+            { "", "hb", NULL, false, true },
+            { "", "hb", "hb", true, true },
+            { "op", "hb", "hb", true, false },
+            { "op", "hb", "op", true, true },
+            { "op", "hb", "nope", false, false },
+        };
+
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+            const char *paths[] = { "heartbeat", "enable" };
+
+            a.token = (char *)t[i].token;
+            a.heartbeat_token = (char *)t[i].hb;
+            for (int k = 0; k < 2; k++) {
+                int n = snprintf(raw, sizeof(raw), "POST /pools/web/servers/web1/%s HTTP/1.1\r\n"
+                                 H "%s%s%sContent-Length: 0\r\n\r\n", paths[k],
+                                 t[i].auth ? "Authorization: Bearer " : "",
+                                 t[i].auth ? t[i].auth : "", t[i].auth ? "\r\n" : "");
+                bool ok = k == 0 ? t[i].beat_ok : t[i].action_ok;
+
+                lb_admin_request_check(&a, raw, (size_t)n, &v);
+                CHECK_EQ_INT(v.status, ok ? 0 : 401);
+                if ((v.status == 0) != ok)
+                    fprintf(stderr, "  token case %zu, %s\n", i, paths[k]);
+            }
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -553,5 +635,6 @@ main(void)
     test_host_and_origin();
     test_token();
     test_error_page();
+    test_heartbeat();
     return CHECK_DONE();
 }
