@@ -27,7 +27,7 @@ ADMIN_MAX_CONNS = 64
 
 def make_admin_config(pools, frontends=None, admin_port=None, token=None,
                       admin_listen=None, workers=2, max_connections=10000,
-                      log_level="info", shutdown_timeout="3s"):
+                      log_level="info", shutdown_timeout="3s", heartbeat_token=None):
     """Config text for the admin tests.
 
     pools: list of (pool_name, servers, keys); servers a list of
@@ -37,7 +37,8 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     min_servers = 0, observe_errors = 0 so that only checks and operators
     take servers out.
     frontends: list of (frontend_name, pool_name); default one fe_<pool> per
-    pool. token: the [admin] token (None: no token line). admin_listen
+    pool. token: the [admin] token (None: no token line), heartbeat_token
+    likewise. admin_listen
     replaces the whole listen address (its port is the admin port then).
     Returns (text, admin_port, {frontend_name: port})."""
     if admin_listen:
@@ -50,6 +51,8 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
              "[admin]", f"listen = {listen}"]
     if token is not None:
         lines.append(f"token = {token}")
+    if heartbeat_token is not None:
+        lines.append(f"heartbeat_token = {heartbeat_token}")
     lines.append("")
     if frontends is None:
         frontends = [(f"fe_{name}", name) for name, _, _ in pools]
@@ -243,6 +246,55 @@ class Admin:
             last[0] = st
             return st if cond(st) else None
         return wait_for(probe, timeout, lambda: f"{what}; last /stats {last[0]}")
+
+
+class Pipeline:
+    """One keep-alive connection to the admin port that sends POSTs in
+    batches without waiting between them (HTTP/1.1 pipelining, which
+    evhttp answers in order): how an agent, or a test of 10,000 servers,
+    heartbeats cheaply. post_many returns [(status, body)] in order."""
+
+    def __init__(self, port, token=None, timeout=IO_TIMEOUT):
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def _response(self):
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise AssertionError("admin port closed a pipelined connection")
+            self.buf += chunk
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        while len(self.buf) < length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise AssertionError("admin port closed a pipelined connection")
+            self.buf += chunk
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return status, body
+
+    def post_many(self, items, batch=64):
+        """items: [(path, body bytes or b"")]."""
+        out = []
+        for i in range(0, len(items), batch):
+            chunk = items[i:i + batch]
+            self.sock.sendall(b"".join(
+                (f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\n{self.auth}"
+                 f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+                for path, body in chunk))
+            out += [self._response() for _ in chunk]
+        return out
 
 
 def find_pool(stats, pool):
