@@ -253,6 +253,9 @@ struct bal_member {
     uint64_t now_ms;            /* monotonic: where slow start is */
     uint64_t ramp_since_ms;     /* in and out: when its slow start began,
                                    0 = none (not ramping) */
+    bool is_cause;              /* its input changed too, besides the
+                                   member `cause` names (many heartbeats
+                                   expiring in one tick: one decision) */
 
     /* outputs */
     bool in_rotation;
@@ -285,8 +288,9 @@ uint32_t bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
 
 /* Decides the n members of one pool (removed servers of the pool included:
  * they never count towards the floor). cause is the index of the member
- * whose input changed (ignored for BAL_CAUSE_BUILD). Returns how many are in
- * rotation. */
+ * whose input changed (ignored for BAL_CAUSE_BUILD and BAL_CAUSE_TIME);
+ * members with is_cause set count as causes of the same kind too. Returns
+ * how many are in rotation. */
 size_t bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
                            enum bal_cause kind, size_t cause);
 

@@ -224,7 +224,8 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
 
     for (size_t i = 0; i < n; i++) {
         struct bal_member *s = &m[i];
-        bool is_cause = kind != BAL_CAUSE_BUILD && i == cause;
+        bool is_cause = kind != BAL_CAUSE_BUILD && kind != BAL_CAUSE_TIME &&
+                        (i == cause || s->is_cause);
 
         s->why = bal_member_why(s, is_cause, kind);
         s->is_warning = s->in_rotation && !s->is_guarded && !s->is_warm_held &&

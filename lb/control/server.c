@@ -65,11 +65,30 @@ lb_decide_reserve(struct lb_daemon *d, size_t n)
     return 0;
 }
 
+/* A heartbeat's change, as its log line says it. */
+static const char *
+lb_beat_reason(const struct lb_server *srv, char *buf, size_t len)
+{
+    const struct lb_backend *b = srv->b;
+    static const char *const names[] = { "off", "pass", "warn", "fail" };
+
+    if (b->is_beat_expired)
+        snprintf(buf, len, "heartbeat expired %.1f s ago",
+                 (double)(lb_mono_ms() - b->beat_at_ms) / 1000.0);
+    else if (b->beat_note[0] != '\0')
+        snprintf(buf, len, "heartbeat %s: %s", names[b->beat], b->beat_note);
+    else
+        snprintf(buf, len, "heartbeat: %s", names[b->beat]);
+    return buf;
+}
+
 static const char *
 lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char *cause_reason,
             char *buf, size_t len)
 {
     switch (m->why) {
+    case BAL_WHY_BEAT:
+        return lb_beat_reason(srv, buf, len);
     case BAL_WHY_RELOAD:
         return "reload";
     case BAL_WHY_GUARD_HOLD:
@@ -106,8 +125,11 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
 {
     struct lb_backend *b = srv->b;
     const struct conf_pool *pc = srv->pool->conf;
-    char qbuf[HC_DETAIL_MAX * 2], why[HC_DETAIL_MAX + 64];
+    char qbuf[HC_DETAIL_MAX * 2], why[HC_DETAIL_MAX + 64], beat[LB_BEAT_NOTE_MAX + 32];
 
+    /* a heartbeat's decision has no one reason: each server has its own */
+    if (cause_reason == NULL)
+        cause_reason = lb_beat_reason(srv, beat, sizeof(beat));
     if (m->guard_held)
         lb_log(CONF_LOG_WARN, "guard_hold", "pool=%s server=%s in_rotation=%zu min_servers=%u",
                pc->name, srv->conf->name, in_after,
@@ -117,6 +139,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
                pc->name, srv->conf->name, bal_health_state_name(b->health.state));
     b->is_guarded = m->is_guarded;
     b->is_decided = true;
+    b->is_beat_news = false;
     b->ramp_since_ms = m->ramp_since_ms;
 
     /* The share first: a server coming in is picked at its ramp's share
@@ -202,6 +225,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .slow_start_ms = spc->slow_start_ms,
             .now_ms = now,
             .ramp_since_ms = b->ramp_since_ms,
+            .is_cause = kind == BAL_CAUSE_BEAT && b->is_beat_news,
         };
         in_count += m[i].was_in_rotation && !b->is_removed;
     }
@@ -404,7 +428,6 @@ lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat st
 {
     struct lb_backend *b = srv->b;
     bool is_change = status != b->beat;
-    char reason[LB_BEAT_NOTE_MAX + 32];
 
     b->beat_at_ms = lb_mono_ms();
     b->beat_at = lb_wall_now();
@@ -414,14 +437,8 @@ lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat st
     snprintf(b->beat_note, sizeof(b->beat_note), "%s", note);
     if (!is_change)
         return;                         /* the common case: one more pass */
-    if (note[0] != '\0')
-        snprintf(reason, sizeof(reason), "heartbeat %s: %s",
-                 status == BAL_BEAT_FAIL ? "fail" : status == BAL_BEAT_WARN ? "warn" : "pass",
-                 note);
-    else
-        snprintf(reason, sizeof(reason), "heartbeat: %s",
-                 status == BAL_BEAT_FAIL ? "fail" : status == BAL_BEAT_WARN ? "warn" : "pass");
-    lb_pool_decide(d, srv->pool, BAL_CAUSE_BEAT, srv, reason, 0);
+    b->is_beat_news = true;
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_BEAT, srv, NULL, 0);
 }
 
 const char *
@@ -446,7 +463,6 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_daemon *d = arg;
     uint64_t now = lb_mono_ms();
-    char reason[64];
 
     (void)fd;
     (void)what;
@@ -454,6 +470,7 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < d->gen->conf->npools; i++) {
         struct lb_pool *pool = &d->gen->pools[i];
         uint64_t ttl = pool->conf->heartbeat_ttl_ms;
+        struct lb_server *expired = NULL;
         bool is_ramping = false;
 
         for (size_t k = 0; ttl > 0 && k < pool->conf->nservers; k++) {
@@ -464,12 +481,15 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
                 b->beat_at_ms = now;    /* first look: one TTL from now */
             } else if (b->beat != BAL_BEAT_FAIL && now - b->beat_at_ms > ttl) {
                 b->beat = BAL_BEAT_FAIL;
-                b->is_beat_expired = true;
-                snprintf(reason, sizeof(reason), "heartbeat expired %.1f s ago",
-                         (double)(now - b->beat_at_ms) / 1000.0);
-                lb_pool_decide(d, pool, BAL_CAUSE_BEAT, srv, reason, 0);
+                b->is_beat_expired = b->is_beat_news = true;
+                expired = expired != NULL ? expired : srv;
             }
         }
+        /* One decision for all that expired in this tick: when a whole
+         * fleet's agent dies, 10,000 decisions of 10,000 servers each
+         * would hold state_lock for seconds. */
+        if (expired != NULL)
+            lb_pool_decide(d, pool, BAL_CAUSE_BEAT, expired, NULL, 0);
         for (size_t k = 0; pool->conf->slow_start_ms > 0 && k < pool->conf->nservers; k++)
             is_ramping |= pool->servers[k].b->ramp_since_ms != 0;
         if (is_ramping)

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""heartbeat_cost.py - what heartbeats cost lb: 10,000 servers each reporting
+every second, and whether they delay the data path.
+
+A benchmark run by hand (not a ctest test). It:
+
+  1. writes an lb config with a pool `hb` of N heartbeat-only servers
+     (`check = none`, `heartbeat_ttl = 3s`; their addresses are never
+     connected to) and a pool `web` of one real backend (hc_backend.py,
+     one port), `[global] workers = 1`, log_level info;
+  2. starts build/lb and a client that sends one request per connection
+     through `web`, one after the other, timing each (the data path);
+  3. phase "quiet": --phase seconds with no heartbeat;
+  4. phase "heartbeats": K sender processes (--senders), each with one
+     pipelined keep-alive connection to the admin port, together POSTing
+     /pools/hb/servers/sN/heartbeat for every server once per --period
+     (default 1 s: 10,000 heartbeats per second);
+  5. reports per phase: heartbeats per second answered 200, the CPU of lb's
+     admin thread (`lb-admin`), main thread and worker in % of one core
+     (utime+stime from /proc/PID/task/TID/stat), the data path's request
+     latency p50 / p99 / max, and the server_down events (a missed TTL).
+
+Heartbeats start within the first TTL (lb gives each server one TTL from
+start), so no server expires in the quiet phase... unless it is longer than
+the TTL: then they all expire there and come back with the first round.
+The quiet phase is therefore kept under the TTL (2.5 s by default).
+
+Usage:
+  cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
+  python3 tests/bench/heartbeat_cost.py                 # 10,000 servers, 1/s, 10 s
+  python3 tests/bench/heartbeat_cost.py --servers 2000 --phase 5 --duration 20
+
+Options: --lb PATH [build/lb], --servers N [10000], --period S [1.0],
+--senders K [2], --duration S [10] (the heartbeat phase), --phase S [2.5]
+(the quiet phase).
+"""
+
+import argparse
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import harness  # noqa: E402
+from admin_client import Pipeline  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+HOST = "127.0.0.1"
+
+
+def thread_ticks(pid):
+    """{comm: utime+stime ticks} summed over the threads of pid."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            out[comm] = out.get(comm, 0) + int(rest[11]) + int(rest[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def sender(port, paths, period, duration, result):
+    """One process: every period, one heartbeat for each of paths."""
+    pipe = Pipeline(port)
+    ok = bad = 0
+    late = 0.0
+    t_end = time.monotonic() + duration
+    while time.monotonic() < t_end:
+        t = time.monotonic()
+        for status, _ in pipe.post_many([(p, b"") for p in paths], batch=128):
+            ok += status == 200
+            bad += status != 200
+        spent = time.monotonic() - t
+        late = max(late, spent - period)
+        if spent < period:
+            time.sleep(period - spent)
+    pipe.close()
+    result.put((ok, bad, late))
+
+
+def client(port, stop, out):
+    """Sequential requests through lb; out: latencies in ms."""
+    while not stop.is_set():
+        t = time.monotonic()
+        try:
+            with socket.create_connection((HOST, port), timeout=5) as s:
+                s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+                while s.recv(65536):
+                    pass
+        except OSError:
+            out.append(float("inf"))
+            continue
+        out.append((time.monotonic() - t) * 1000)
+
+
+def quantile(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lb", default=os.path.join(HERE, "..", "..", "build", "lb"))
+    ap.add_argument("--servers", type=int, default=10000)
+    ap.add_argument("--period", type=float, default=1.0)
+    ap.add_argument("--senders", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--phase", type=float, default=2.5)
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="lb-hb-bench-")
+    backend = harness.HcBackend(count=1)
+    admin, fe = harness.free_port(), harness.free_port()
+    lines = ["[global]", "workers = 1", "log_level = info", "", "[admin]",
+             f"listen = {HOST}:{admin}", "", "[frontend web]", f"listen = {HOST}:{fe}",
+             "pool = web", "", "[pool web]", f"server = w {backend.addr(backend.ports[0])}",
+             "check = none", "", "[pool hb]", "check = none", "heartbeat_ttl = 3s",
+             "min_servers = 0"]
+    lines += [f"server = s{i} 127.0.{1 + i // 60000}.{1 + (i // 250) % 250}:{1 + i % 60000}"
+              for i in range(args.servers)]
+    conf = os.path.join(work, "lb.ini")
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    log = open(os.path.join(work, "lb.log"), "wb")
+    lb = subprocess.Popen([args.lb, "-c", conf], stdout=log, stderr=log)
+    try:
+        harness.wait_for(lambda: b"event=ready" in open(log.name, "rb").read(), 30, "lb ready")
+        import threading
+        stop = threading.Event()
+        lat = []
+        th = threading.Thread(target=client, args=(fe, stop, lat), daemon=True)
+        th.start()
+        rows = []
+
+        def window(name, secs, senders_args=None):
+            procs, q = [], multiprocessing.Queue()
+            if senders_args:
+                procs = [multiprocessing.Process(target=sender, args=a + (q,)) for a in
+                         senders_args]
+                for p in procs:
+                    p.start()
+            n0, t0, c0 = len(lat), time.monotonic(), thread_ticks(lb.pid)
+            time.sleep(secs)
+            n1, t1, c1 = len(lat), time.monotonic(), thread_ticks(lb.pid)
+            results = [q.get(timeout=60) for _ in procs]
+            for p in procs:
+                p.join(timeout=60)
+            el = t1 - t0
+            cpu = {k: 100.0 * (c1.get(k, 0) - c0.get(k, 0)) / CLK_TCK / el for k in c1}
+            ok = sum(r[0] for r in results)
+            rows.append((name, ok / el if results else 0, sum(r[1] for r in results),
+                         max((r[2] for r in results), default=0), cpu.get("lb-admin", 0),
+                         cpu.get("lb", 0), cpu.get("lb-worker", 0), lat[n0:n1]))
+
+        window("quiet", args.phase)
+        paths = [f"/pools/hb/servers/s{i}/heartbeat" for i in range(args.servers)]
+        per = [paths[k::args.senders] for k in range(args.senders)]
+        window("heartbeats", args.duration,
+               [(admin, p, args.period, args.duration) for p in per])
+        stop.set()
+        th.join(timeout=10)
+        downs = open(log.name, "rb").read().count(b"event=server_down")
+    finally:
+        lb.terminate()
+        lb.wait(timeout=20)
+        backend.stop()
+        log.close()
+
+    print(f"\n{args.servers} heartbeat-only servers, every {args.period:g} s, "
+          f"{args.senders} pipelined senders; lb workers = 1\n")
+    print("| phase | heartbeats/s answered | refused | senders behind (max s) | lb-admin % core "
+          "| main % core | worker % core | data path requests | p50 ms | p99 ms | max ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, rate, bad, late, cadm, cmain, cwork, l in rows:
+        print(f"| {name} | {rate:,.0f} | {bad} | {late:.2f} | {cadm:.1f} | {cmain:.1f} | "
+              f"{cwork:.1f} | {len(l)} | {quantile(l, 0.5):.2f} | {quantile(l, 0.99):.2f} | "
+              f"{max(l) if l else float('nan'):.2f} |")
+    print(f"\nserver_down events (missed TTLs): {downs}")
+    if rows[1][1] > 0:
+        print(f"admin thread per heartbeat: {rows[1][4] / 100 * 1e6 / rows[1][1]:.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
