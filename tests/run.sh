@@ -25,7 +25,7 @@ cmake --build build-tsan -j2
 # LB_FUZZ_SECONDS is given each time: a longer run configured by hand in
 # build-fuzz must not make the suite's run longer.
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-      "-DCMAKE_C_FLAGS_DEBUG=-g -O1" -DLB_FUZZ=ON -DLB_FUZZ_SECONDS=15 >/dev/null
+      "-DCMAKE_C_FLAGS_DEBUG=-g -O1" -DLB_FUZZ=ON -DLB_FUZZ_SECONDS=10 >/dev/null
 cmake --build build-fuzz -j2 --target fuzz
 
 # A sanitizer report fails the process that made it, and the integration
@@ -77,7 +77,7 @@ echo "== tests: optimised build"
 (cd build && ctest --output-on-failure)
 echo "== tests: ASan + UBSan build"
 (cd build-asan && ctest --output-on-failure)
-# Each target for LB_FUZZ_SECONDS (15 s), two at a time: a crash, leak,
+# Each target for LB_FUZZ_SECONDS (10 s), two at a time: a crash, leak,
 # slow input or sanitizer report fails it, and the input is kept under
 # build-fuzz/tests/fuzz/artifacts/.
 echo "== fuzzing (tests/fuzz)"
