@@ -124,6 +124,11 @@ struct lb_pool_shared {
     _Atomic uint32_t refs;
     struct lb_hist check_duration;      /* under daemon->state_lock */
     struct lb_queue queue;
+    /* heartbeats, under state_lock: past a few decisions a tick, changes
+     * wait for the tick (server.c, lb_beat_decide) */
+    uint64_t beat_window_ms;
+    uint32_t beat_decisions;
+    bool has_beat_news;
 };
 
 struct lb_pool {

@@ -422,6 +422,47 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
 
 /* ---------------------------------------------------- heartbeats, time */
 
+/* The tick's period: the resolution of heartbeat expiry (a server is out
+ * at most this long after its TTL ran out) and of slow-start steps. */
+#define LB_TICK_MS 100
+
+/* Heartbeat changes decided at once per pool and tick; more wait for the
+ * tick, which decides them together. */
+#define LB_BEAT_DECISIONS_PER_TICK 10
+
+/* Decides a pool on its heartbeats' news: at once for the first few
+ * changes of a tick, so that a lone change takes effect before its
+ * answer; past those, the tick does it, for every server whose heartbeat
+ * changed meanwhile. A fleet whose agents all come back at once (10,000
+ * servers, each a decision over 10,000) would otherwise cost the admin
+ * thread seconds under state_lock. cause NULL: the tick. */
+static void
+lb_beat_decide(struct lb_daemon *d, struct lb_pool *pool, const struct lb_server *cause,
+               uint64_t now)
+{
+    struct lb_pool_shared *sh = pool->shared;
+
+    if (cause != NULL) {
+        if (now - sh->beat_window_ms >= LB_TICK_MS) {
+            sh->beat_window_ms = now;
+            sh->beat_decisions = 0;
+        }
+        if (sh->beat_decisions >= LB_BEAT_DECISIONS_PER_TICK) {
+            sh->has_beat_news = true;
+            return;
+        }
+        sh->beat_decisions++;
+    } else {
+        /* the first server with news is the decision's cause */
+        for (size_t k = 0; k < pool->conf->nservers && cause == NULL; k++)
+            cause = pool->servers[k].b->is_beat_news ? &pool->servers[k] : NULL;
+        sh->has_beat_news = false;
+        if (cause == NULL)
+            return;                     /* another decision took them in */
+    }
+    lb_pool_decide(d, pool, BAL_CAUSE_BEAT, cause, NULL, 0);
+}
+
 void
 lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat status,
                     const char *note)
@@ -438,7 +479,7 @@ lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat st
     if (!is_change)
         return;                         /* the common case: one more pass */
     b->is_beat_news = true;
-    lb_pool_decide(d, srv->pool, BAL_CAUSE_BEAT, srv, NULL, 0);
+    lb_beat_decide(d, srv->pool, srv, b->beat_at_ms);
 }
 
 const char *
@@ -454,10 +495,6 @@ lb_server_health_name(const struct lb_server *srv)
     return bal_health_state_name(b->health.state);
 }
 
-/* The tick's period: the resolution of heartbeat expiry (a server is out
- * at most this long after its TTL ran out) and of slow-start steps. */
-#define LB_TICK_MS 100
-
 static void
 lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -470,8 +507,7 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < d->gen->conf->npools; i++) {
         struct lb_pool *pool = &d->gen->pools[i];
         uint64_t ttl = pool->conf->heartbeat_ttl_ms;
-        struct lb_server *expired = NULL;
-        bool is_ramping = false;
+        bool is_news = pool->shared->has_beat_news, is_ramping = false;
 
         for (size_t k = 0; ttl > 0 && k < pool->conf->nservers; k++) {
             struct lb_server *srv = &pool->servers[k];
@@ -482,14 +518,15 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
             } else if (b->beat != BAL_BEAT_FAIL && now - b->beat_at_ms > ttl) {
                 b->beat = BAL_BEAT_FAIL;
                 b->is_beat_expired = b->is_beat_news = true;
-                expired = expired != NULL ? expired : srv;
+                is_news = true;
             }
         }
-        /* One decision for all that expired in this tick: when a whole
-         * fleet's agent dies, 10,000 decisions of 10,000 servers each
-         * would hold state_lock for seconds. */
-        if (expired != NULL)
-            lb_pool_decide(d, pool, BAL_CAUSE_BEAT, expired, NULL, 0);
+        /* One decision for all that expired in this tick, and the changes
+         * that waited for it: when a whole fleet's agent dies, 10,000
+         * decisions of 10,000 servers each would hold state_lock for
+         * seconds. */
+        if (is_news)
+            lb_beat_decide(d, pool, NULL, now);
         for (size_t k = 0; pool->conf->slow_start_ms > 0 && k < pool->conf->nservers; k++)
             is_ramping |= pool->servers[k].b->ramp_since_ms != 0;
         if (is_ramping)

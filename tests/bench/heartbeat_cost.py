@@ -10,20 +10,22 @@ A benchmark run by hand (not a ctest test). It:
      one port), `[global] workers = 1`, log_level info;
   2. starts build/lb and a client that sends one request per connection
      through `web`, one after the other, timing each (the data path);
-  3. phase "quiet": --phase seconds with no heartbeat;
-  4. phase "heartbeats": K sender processes (--senders), each with one
-     pipelined keep-alive connection to the admin port, together POSTing
-     /pools/hb/servers/sN/heartbeat for every server once per --period
-     (default 1 s: 10,000 heartbeats per second);
-  5. reports per phase: heartbeats per second answered 200, the CPU of lb's
-     admin thread (`lb-admin`), main thread and worker in % of one core
-     (utime+stime from /proc/PID/task/TID/stat), the data path's request
-     latency p50 / p99 / max, and the server_down events (a missed TTL).
-
-Heartbeats start within the first TTL (lb gives each server one TTL from
-start), so no server expires in the quiet phase... unless it is longer than
-the TTL: then they all expire there and come back with the first round.
-The quiet phase is therefore kept under the TTL (2.5 s by default).
+  3. runs four phases:
+     - "quiet", --phase seconds with no heartbeat (shorter than the TTL:
+       lb gives each server one TTL from start);
+     - "heartbeats", --duration seconds: K sender processes (--senders),
+       each with one pipelined keep-alive connection to the admin port,
+       together POSTing /pools/hb/servers/sN/heartbeat for every server
+       once per --period (default 1 s: 10,000 heartbeats per second);
+     - "cpu hogs", the control: --duration seconds of K processes that
+       only spin, no heartbeat (every server expires: a dead agent fleet);
+     - "recovery", --duration seconds of heartbeats again: every server
+       comes back at once;
+  4. reports per phase: heartbeats per second answered 200, how far the
+     senders fell behind their period, the CPU of lb's admin thread
+     (`lb-admin`), main thread and worker in % of one core (utime+stime
+     from /proc/PID/task/TID/stat), the data path's request latency p50 /
+     p99 / max; and the server_down and server_up events.
 
 Usage:
   cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
@@ -31,7 +33,7 @@ Usage:
   python3 tests/bench/heartbeat_cost.py --servers 2000 --phase 5 --duration 20
 
 Options: --lb PATH [build/lb], --servers N [10000], --period S [1.0],
---senders K [2], --duration S [10] (the heartbeat phase), --phase S [2.5]
+--senders K [2], --duration S [10] (each later phase), --phase S [1.5]
 (the quiet phase).
 """
 
@@ -67,6 +69,14 @@ def thread_ticks(pid):
         except (OSError, ValueError, IndexError):
             pass
     return out
+
+
+def spinner(duration, result):
+    """The control: a process that only burns CPU."""
+    t_end = time.monotonic() + duration
+    while time.monotonic() < t_end:
+        pass
+    result.put((0, 0, 0.0))
 
 
 def sender(port, paths, period, duration, result):
@@ -115,7 +125,7 @@ def main():
     ap.add_argument("--period", type=float, default=1.0)
     ap.add_argument("--senders", type=int, default=2)
     ap.add_argument("--duration", type=float, default=10.0)
-    ap.add_argument("--phase", type=float, default=2.5)
+    ap.add_argument("--phase", type=float, default=1.5)
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="lb-hb-bench-")
@@ -144,11 +154,14 @@ def main():
 
         def window(name, secs, senders_args=None):
             procs, q = [], multiprocessing.Queue()
-            if senders_args:
+            if senders_args == "spin":
+                procs = [multiprocessing.Process(target=spinner, args=(secs, q))
+                         for _ in range(args.senders)]
+            elif senders_args:
                 procs = [multiprocessing.Process(target=sender, args=a + (q,)) for a in
                          senders_args]
-                for p in procs:
-                    p.start()
+            for p in procs:
+                p.start()
             n0, t0, c0 = len(lat), time.monotonic(), thread_ticks(lb.pid)
             time.sleep(secs)
             n1, t1, c1 = len(lat), time.monotonic(), thread_ticks(lb.pid)
@@ -158,18 +171,21 @@ def main():
             el = t1 - t0
             cpu = {k: 100.0 * (c1.get(k, 0) - c0.get(k, 0)) / CLK_TCK / el for k in c1}
             ok = sum(r[0] for r in results)
-            rows.append((name, ok / el if results else 0, sum(r[1] for r in results),
+            rows.append((name, ok / el, sum(r[1] for r in results),
                          max((r[2] for r in results), default=0), cpu.get("lb-admin", 0),
                          cpu.get("lb", 0), cpu.get("lb-worker", 0), lat[n0:n1]))
 
         window("quiet", args.phase)
         paths = [f"/pools/hb/servers/s{i}/heartbeat" for i in range(args.servers)]
         per = [paths[k::args.senders] for k in range(args.senders)]
-        window("heartbeats", args.duration,
-               [(admin, p, args.period, args.duration) for p in per])
+        senders = [(admin, p, args.period, args.duration) for p in per]
+        window("heartbeats", args.duration, senders)
+        window("cpu hogs (control)", args.duration, "spin")
+        window("recovery", args.duration, senders)
         stop.set()
         th.join(timeout=10)
-        downs = open(log.name, "rb").read().count(b"event=server_down")
+        text = open(log.name, "rb").read()
+        downs, ups = text.count(b"event=server_down"), text.count(b"event=server_up")
     finally:
         lb.terminate()
         lb.wait(timeout=20)
@@ -185,7 +201,8 @@ def main():
         print(f"| {name} | {rate:,.0f} | {bad} | {late:.2f} | {cadm:.1f} | {cmain:.1f} | "
               f"{cwork:.1f} | {len(l)} | {quantile(l, 0.5):.2f} | {quantile(l, 0.99):.2f} | "
               f"{max(l) if l else float('nan'):.2f} |")
-    print(f"\nserver_down events (missed TTLs): {downs}")
+    print(f"\nserver_down events: {downs} (the servers expire in the control phase only), "
+          f"server_up: {ups}")
     if rows[1][1] > 0:
         print(f"admin thread per heartbeat: {rows[1][4] / 100 * 1e6 / rows[1][1]:.1f} µs")
 
