@@ -40,6 +40,7 @@ Options: --lb PATH [build/lb], --servers N [10000], --period S [1.0],
 import argparse
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -191,6 +192,7 @@ def main():
         lb.wait(timeout=20)
         backend.stop()
         log.close()
+    shutil.rmtree(work, ignore_errors=True)
 
     print(f"\n{args.servers} heartbeat-only servers, every {args.period:g} s, "
           f"{args.senders} pipelined senders; lb workers = 1\n")

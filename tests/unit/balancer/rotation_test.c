@@ -289,14 +289,15 @@ decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size
         const struct bal_member *s = &m[i];
 
         count += s->in_rotation;
-        CHECK_EQ_INT(s->share, s->in_rotation ? BAL_SHARE_FULL : 0);
+        CHECK_EQ_INT(s->share, !s->in_rotation ? 0 : s->is_warning ? s->warn_share
+                                                                   : BAL_SHARE_FULL);
         CHECK_EQ_INT(s->guard_held, s->is_guarded && !s->was_guarded);
         CHECK_EQ_INT(s->guard_released, s->was_guarded && !s->is_guarded && !s->is_removed);
         CHECK_EQ_INT(s->drain_clear, s->in_rotation && !s->was_in_rotation);
         if (s->is_guarded) {
             CHECK(s->in_rotation);
-            CHECK(s->health == BAL_HEALTH_DOWN && s->admin == BAL_ADMIN_NONE &&
-                  !s->is_removed);
+            CHECK((s->health == BAL_HEALTH_DOWN || s->beat == BAL_BEAT_FAIL) &&
+                  s->admin == BAL_ADMIN_NONE && !s->is_removed);
         }
     }
     CHECK_EQ_INT(in, count);
@@ -848,6 +849,27 @@ test_warm_hold(void)
     CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
 }
 
+/* A warning server is in rotation, so it counts for the floor: with a floor
+ * of 2, one warning and two failing servers, one failing server is held,
+ * not two; a heartbeat's failure is failing like a probe's, and may be
+ * held. */
+static void
+test_warning_counts_for_the_guard(void)
+{
+    struct bal_member m[3] = {
+        srv(BAL_HEALTH_WARNING, 0), srv(BAL_HEALTH_DOWN, 10), srv(BAL_HEALTH_UP, 20),
+    };
+
+    m[0].warn_share = WARN_SHARE;
+    m[2].beat = BAL_BEAT_FAIL;          /* its heartbeat expired */
+    CHECK_EQ_INT(decide(m, 3, 2, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK(m[0].in_rotation && !m[0].is_guarded && m[0].is_warning);
+    CHECK_EQ_INT(m[0].share, WARN_SHARE);
+    /* the later failure is held first: the heartbeat's, begun at 20 */
+    CHECK(m[2].in_rotation && m[2].is_guarded && !m[2].is_warning);
+    CHECK(!m[1].in_rotation);
+}
+
 /* ------------------------------------------------------------ slow start */
 
 /* One server of two, coming back by its health at t = 5 s with a 10 s
@@ -946,5 +968,6 @@ main(void)
     test_names();
     test_drain_deadline();
     test_slow_start();
+    test_warning_counts_for_the_guard();
     return CHECK_DONE();
 }
