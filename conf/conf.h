@@ -108,6 +108,7 @@ struct conf_global {
     uint32_t max_connections;
     enum conf_log_level log_level;
     uint64_t shutdown_timeout_ms;
+    uint64_t withdraw_delay_ms;     /* SIGTERM: not ready, still serving */
 };
 
 struct conf_health {

@@ -121,6 +121,8 @@ static const struct conf_key conf_global_keys[] = {
     CONF_ENUM(struct conf_global, log_level, "info", conf_log_level_names),
     CONF_DURATION(struct conf_global, "shutdown_timeout", shutdown_timeout_ms,
                   "30s", 0, CONF_HOURS(1)),
+    CONF_DURATION(struct conf_global, "withdraw_delay", withdraw_delay_ms, "0", 0,
+                  CONF_HOURS(1)),
 };
 
 static const struct conf_key conf_health_keys[] = {

@@ -54,6 +54,8 @@ struct lb_daemon {
     struct event_base *base;            /* main thread */
     struct lb_mailbox *mailbox;         /* struct lb_main_msg, to main */
     struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
+    struct event *withdraw_ev;          /* withdraw_delay, once withdrawing */
+    _Atomic bool is_withdrawn;          /* a SIGTERM came: /ready says 503 */
     size_t workers_running;             /* main */
     _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
     /* The health module, or NULL: published (release) once built and

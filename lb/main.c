@@ -84,28 +84,66 @@ lb_main_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
     lb_workers_post(arg, LB_WORKER_FORCE);
 }
 
+/* Stops accepting and drains the sessions for up to shutdown_timeout. */
 static void
-lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
+lb_main_stop(struct lb_daemon *d, const char *signame)
 {
-    struct lb_daemon *d = arg;
     struct timeval tv;
     uint64_t ms = d->gen->conf->global.shutdown_timeout_ms;
 
-    if (d->shutdown_timer_ev != NULL) {
-        /* A second signal while draining: stop waiting, as a second Ctrl-C
-         * would be expected to. */
-        lb_log(CONF_LOG_WARN, "shutdown_forced", "signal=SIG%s", sigabbrev_np((int)sig));
-        lb_main_on_shutdown_timeout(-1, 0, d);
-        return;
-    }
-    lb_log(CONF_LOG_INFO, "shutdown", "signal=SIG%s active=%u shutdown_timeout_ms=%llu",
-           sigabbrev_np((int)sig), atomic_load(&d->limit.active), (unsigned long long)ms);
+    lb_log(CONF_LOG_INFO, "shutdown", "signal=%s active=%u shutdown_timeout_ms=%llu", signame,
+           atomic_load(&d->limit.active), (unsigned long long)ms);
     lb_workers_post(d, LB_WORKER_STOP);
     d->shutdown_timer_ev = evtimer_new(d->base, lb_main_on_shutdown_timeout, d);
     tv.tv_sec = (time_t)(ms / 1000);
     tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
     if (d->shutdown_timer_ev == NULL || evtimer_add(d->shutdown_timer_ev, &tv) == -1)
         lb_main_on_shutdown_timeout(-1, 0, d);  /* cannot wait: close now */
+}
+
+static void
+lb_main_on_withdrawn(evutil_socket_t fd, short what, void *arg)
+{
+    lb_main_stop(arg, "SIGTERM");
+}
+
+static void
+lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+    uint64_t delay = d->gen->conf->global.withdraw_delay_ms;
+    struct timeval tv = lb_tv_ms(delay);
+    char name[16];
+
+    snprintf(name, sizeof(name), "SIG%s", sigabbrev_np((int)sig));
+    if (d->shutdown_timer_ev != NULL) {
+        /* A second signal while draining: stop waiting, as a second Ctrl-C
+         * would be expected to. */
+        lb_log(CONF_LOG_WARN, "shutdown_forced", "signal=%s", name);
+        lb_main_on_shutdown_timeout(-1, 0, d);
+        return;
+    }
+    atomic_store(&d->is_withdrawn, true);       /* /ready: 503 from now on */
+    if (d->withdraw_ev != NULL) {
+        /* A second signal while withdrawing: stop accepting now. */
+        event_free(d->withdraw_ev);
+        d->withdraw_ev = NULL;
+        lb_main_stop(d, name);
+        return;
+    }
+    /* SIGTERM is what an orchestrator or systemd sends: give the routing
+     * layer (BGP, VRRP, a load balancer in front) withdraw_delay to move
+     * the traffic away while lb still serves. SIGINT, an operator at a
+     * terminal, stops at once. */
+    if (sig != SIGTERM || delay == 0) {
+        lb_main_stop(d, name);
+        return;
+    }
+    lb_log(CONF_LOG_INFO, "withdraw", "signal=%s withdraw_delay_ms=%llu active=%u", name,
+           (unsigned long long)delay, atomic_load(&d->limit.active));
+    d->withdraw_ev = evtimer_new(d->base, lb_main_on_withdrawn, d);
+    if (d->withdraw_ev == NULL || evtimer_add(d->withdraw_ev, &tv) == -1)
+        lb_main_stop(d, name);
 }
 
 static void
@@ -256,6 +294,8 @@ out:
     free(d->decide_servers);
     if (d->shutdown_timer_ev != NULL)
         event_free(d->shutdown_timer_ev);
+    if (d->withdraw_ev != NULL)
+        event_free(d->withdraw_ev);
     if (d->base != NULL)
         event_base_free(d->base);
     return status;

@@ -499,6 +499,59 @@ lb_admin_get(struct lb_admin *a, struct evhttp_request *req, enum lb_admin_route
     evbuffer_free(b);
 }
 
+/* GET /ready: what a routing layer in front asks (a BGP speaker's health
+ * check, keepalived's vrrp_script, a Kubernetes readiness probe). 200
+ * "ready" while lb listens and every pool a frontend sends to has a server
+ * in rotation (one the guard holds counts: the backends are shared by every
+ * lb of a tier, so a failure that empties one node's pool empties them
+ * all, and withdrawing every node would take the service off the network);
+ * 503 with the reasons, and from the first SIGTERM on. */
+static void
+lb_admin_ready(struct lb_admin *a, struct evhttp_request *req)
+{
+    struct lb_daemon *d = a->d;
+    struct evbuffer *b = evbuffer_new();
+    bool is_ready = true;
+
+    if (b == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    LB_ADD_LIT(b, "{\"ready\":false,\"reasons\":[");
+    if (atomic_load(&d->is_withdrawn)) {
+        LB_ADD_LIT(b, "\"stopping: a SIGTERM came (withdraw_delay, then the drain)\"");
+        is_ready = false;
+    }
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < d->gen->conf->npools; i++) {
+        const struct lb_pool *p = &d->gen->pools[i];
+        bool is_used = false, has_server = false;
+        char msg[CONF_NAME_MAX + 64];
+
+        for (size_t k = 0; k < d->gen->conf->nfrontends && !is_used; k++)
+            is_used = d->gen->frontends[k].pool == p;
+        for (size_t k = 0; k < p->conf->nservers && !has_server; k++)
+            has_server = bal_server_in_rotation(p->bal, k);
+        if (!is_used || has_server)
+            continue;
+        snprintf(msg, sizeof(msg), "pool %s: no server in rotation", p->conf->name);
+        if (!is_ready)
+            LB_ADD_LIT(b, ",");
+        lb_json_str(b, msg);
+        is_ready = false;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (is_ready) {
+        evbuffer_drain(b, evbuffer_get_length(b));
+        LB_ADD_LIT(b, "ready\n");
+        lb_admin_reply(req, HTTP_OK, "OK", "text/plain; charset=utf-8", b);
+    } else {
+        LB_ADD_LIT(b, "]}\n");
+        lb_admin_reply(req, HTTP_SERVUNAVAIL, "Service Unavailable", "application/json", b);
+    }
+    evbuffer_free(b);
+}
+
 /* ------------------------------------------------------------ requests */
 
 static struct lb_admin_conn *
@@ -614,6 +667,9 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         break;
     case LB_ADMIN_ROUTE_HEARTBEAT:
         lb_admin_heartbeat(a, req, &v);
+        break;
+    case LB_ADMIN_ROUTE_READY:
+        lb_admin_ready(a, req);
         break;
     default:
         lb_admin_get(a, req, v.route);

@@ -38,5 +38,7 @@ void lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
 
 /* A JSON string, escaped whatever it holds. */
 void lb_json_str(struct evbuffer *out, const char *s);
+/* Appends a string literal. */
+#define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
 
 #endif /* LB_ADMIN_H */

@@ -726,6 +726,7 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     static const struct { const char *path; enum lb_admin_route route; } gets[] = {
         { "/", LB_ADMIN_ROUTE_DASHBOARD }, { "/stats", LB_ADMIN_ROUTE_STATS },
         { "/metrics", LB_ADMIN_ROUTE_METRICS }, { "/healthz", LB_ADMIN_ROUTE_HEALTHZ },
+        { "/ready", LB_ADMIN_ROUTE_READY },
     };
     struct lb_admin_span path = h->target;
     const char *query = memchr(path.p, '?', path.len);

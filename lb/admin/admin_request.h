@@ -33,6 +33,7 @@ enum lb_admin_route {
     LB_ADMIN_ROUTE_STATS,               /* GET /stats */
     LB_ADMIN_ROUTE_METRICS,             /* GET /metrics */
     LB_ADMIN_ROUTE_HEALTHZ,             /* GET /healthz */
+    LB_ADMIN_ROUTE_READY,               /* GET /ready */
     LB_ADMIN_ROUTE_ACTION,              /* POST /pools/P/servers/S/ACTION */
     LB_ADMIN_ROUTE_RELOAD,              /* POST /reload */
     LB_ADMIN_ROUTE_SERVER_ADD,          /* POST /pools/P/servers */

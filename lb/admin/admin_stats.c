@@ -23,7 +23,6 @@
 #include "daemon.h"
 
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define LB_ADD_LIT(out, lit) evbuffer_add((out), (lit), sizeof(lit) - 1)
 
 /* A JSON string, escaped whatever it holds (RFC 8259: quote, backslash and
  * control characters; bytes >= 0x80 pass as they are). */

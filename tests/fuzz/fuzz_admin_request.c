@@ -190,7 +190,7 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
         }
         break;
     default:
-        FUZZ_CHECK(v->route >= LB_ADMIN_ROUTE_DASHBOARD && v->route <= LB_ADMIN_ROUTE_HEALTHZ);
+        FUZZ_CHECK(v->route >= LB_ADMIN_ROUTE_DASHBOARD && v->route <= LB_ADMIN_ROUTE_READY);
         FUZZ_CHECK((sp1 - raw == 3 && memcmp(raw, "GET", 3) == 0) ||
                    (sp1 - raw == 4 && memcmp(raw, "HEAD", 4) == 0));
         FUZZ_CHECK(v->is_head == (raw[0] == 'H'));

@@ -27,7 +27,8 @@ ADMIN_MAX_CONNS = 64
 
 def make_admin_config(pools, frontends=None, admin_port=None, token=None,
                       admin_listen=None, workers=2, max_connections=10000,
-                      log_level="info", shutdown_timeout="3s", heartbeat_token=None):
+                      log_level="info", shutdown_timeout="3s", heartbeat_token=None,
+                      withdraw_delay=None):
     """Config text for the admin tests.
 
     pools: list of (pool_name, servers, keys); servers a list of
@@ -38,7 +39,7 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     take servers out.
     frontends: list of (frontend_name, pool_name); default one fe_<pool> per
     pool. token: the [admin] token (None: no token line), heartbeat_token
-    likewise. admin_listen
+    and [global] withdraw_delay likewise. admin_listen
     replaces the whole listen address (its port is the admin port then).
     Returns (text, admin_port, {frontend_name: port})."""
     if admin_listen:
@@ -47,8 +48,10 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     listen = admin_listen or f"{HOST}:{admin_port}"
     lines = ["[global]", f"workers = {workers}",
              f"max_connections = {max_connections}", f"log_level = {log_level}",
-             f"shutdown_timeout = {shutdown_timeout}", "",
-             "[admin]", f"listen = {listen}"]
+             f"shutdown_timeout = {shutdown_timeout}"]
+    if withdraw_delay is not None:
+        lines.append(f"withdraw_delay = {withdraw_delay}")
+    lines += ["", "[admin]", f"listen = {listen}"]
     if token is not None:
         lines.append(f"token = {token}")
     if heartbeat_token is not None:
