@@ -178,6 +178,8 @@ test_routes(void)
         { "GET /stats?pretty=1 HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_STATS, NULL, false },
         { "HEAD /metrics HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_METRICS, NULL, false },
         { "GET /healthz HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_HEALTHZ, NULL, false },
+        { "GET /ready HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_READY, NULL, false },
+        { "POST /ready HTTP/1.1\r\n" H "\r\n", 0, 405, 0, "method not allowed: use GET", false },
         { "POST /reload HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_RELOAD, NULL, false },
         { "POST /pools/web/servers/web1/drain HTTP/1.1\r\n" H "\r\n", 0, OK,
           LB_ADMIN_ROUTE_ACTION, NULL, false },
