@@ -311,4 +311,25 @@ const char *bal_admin_name(enum bal_admin a);
  * closed: now + timeout, never 0 (0 means "no deadline"). */
 uint64_t bal_drain_deadline(uint64_t now_ms, uint64_t timeout_ms);
 
+/* ------------------------------------------------------------ saved.c
+ * A server's state as the state file keeps it (one line each; see saved.c
+ * for the format). Pure. */
+struct bal_saved {
+    char pool[64], name[64];        /* CONF_NAME_MAX + 1 */
+    char addr[280];                 /* as written in the config */
+    enum bal_health_state health;   /* up, down or warning */
+    uint32_t successes, failures;   /* the current streaks */
+    enum bal_admin admin;
+    uint64_t down_ms;               /* how long its failing streak had run */
+};
+
+/* "lb-state 1 UNIX_TIME": 0 with the time, -1 when not that. */
+int bal_saved_header(const char *line, double *written_at);
+/* The header and one server's line, each ending in "\n", into buf: the
+ * length, or 0 when it does not fit. */
+size_t bal_saved_format_header(char *buf, size_t len, double written_at);
+size_t bal_saved_format(char *buf, size_t len, const struct bal_saved *s);
+/* One server's line without its "\n": 0, or -1 with err set. */
+int bal_saved_parse(const char *line, struct bal_saved *out, char *err, size_t errlen);
+
 #endif /* BAL_H */

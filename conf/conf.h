@@ -109,6 +109,7 @@ struct conf_global {
     enum conf_log_level log_level;
     uint64_t shutdown_timeout_ms;
     uint64_t withdraw_delay_ms;     /* SIGTERM: not ready, still serving */
+    char *state_file;               /* "" = off (lb/control/state.c) */
 };
 
 struct conf_health {

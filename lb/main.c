@@ -222,6 +222,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     {
         size_t held;                    /* none: nothing to warm at start */
 
+        lb_state_load(d, d->gen);       /* what the last run knew */
         lb_gen_decide(d, d->gen, NULL, false, &held);   /* every server's starting place */
     }
     for (size_t i = 0; i < d->nworkers; i++) {
@@ -273,6 +274,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     lb_health_stop(d);
     for (size_t i = 0; i < started; i++)
         pthread_join(d->workers[i].thread, NULL);
+    if (started > 0)
+        lb_state_save(d);               /* for the next start */
     if (atomic_load(&d->forced_closes) > 0)
         lb_log(CONF_LOG_WARN, "shutdown_timeout", "closed=%llu",
                (unsigned long long)atomic_load(&d->forced_closes));

@@ -237,6 +237,13 @@ void lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_be
 /* What /stats calls its health: the probe's state, "warning" while the
  * decision says so, "down" while its heartbeat failed or expired. */
 const char *lb_server_health_name(const struct lb_server *srv);
+/* state.c: [global] state_file. Save writes every server's health and
+ * operator state (takes state_lock); load, at start before the first
+ * decision, gives the servers of g found there their saved state. Main
+ * thread; failures are logged, never fatal. */
+void lb_state_save(struct lb_daemon *d);
+void lb_state_load(struct lb_daemon *d, struct lb_gen *g);
+
 /* The main thread's 100 ms tick (lb_server_tick_init): heartbeats that
  * expired take their server out, slow-start ramps move on. */
 int lb_server_tick_init(struct lb_daemon *d);

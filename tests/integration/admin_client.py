@@ -28,7 +28,7 @@ ADMIN_MAX_CONNS = 64
 def make_admin_config(pools, frontends=None, admin_port=None, token=None,
                       admin_listen=None, workers=2, max_connections=10000,
                       log_level="info", shutdown_timeout="3s", heartbeat_token=None,
-                      withdraw_delay=None):
+                      withdraw_delay=None, state_file=None):
     """Config text for the admin tests.
 
     pools: list of (pool_name, servers, keys); servers a list of
@@ -39,7 +39,7 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     take servers out.
     frontends: list of (frontend_name, pool_name); default one fe_<pool> per
     pool. token: the [admin] token (None: no token line), heartbeat_token
-    and [global] withdraw_delay likewise. admin_listen
+    and [global] withdraw_delay and state_file likewise. admin_listen
     replaces the whole listen address (its port is the admin port then).
     Returns (text, admin_port, {frontend_name: port})."""
     if admin_listen:
@@ -51,6 +51,8 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
              f"shutdown_timeout = {shutdown_timeout}"]
     if withdraw_delay is not None:
         lines.append(f"withdraw_delay = {withdraw_delay}")
+    if state_file is not None:
+        lines.append(f"state_file = {state_file}")
     lines += ["", "[admin]", f"listen = {listen}"]
     if token is not None:
         lines.append(f"token = {token}")

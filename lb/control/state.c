@@ -1,0 +1,222 @@
+/*
+ * state.c - [global] state_file: every server's health and operator state,
+ * saved at exit and after each reload of the file, read at the next start,
+ * so that a restart forgets neither a server that is down (it stays out
+ * until rise passes) nor one an operator took out (it stays disabled or
+ * drained), and an up server does not start with "the first probe
+ * decides". The line format is balancer/saved.c's.
+ *
+ * Written whole to FILE.tmp, synced, renamed over FILE: a reader sees the
+ * old file or the new one, never half of one. Read once, before the first
+ * decision: a server of the config (same pool, name and address) found
+ * there starts in its saved state when the file is at most
+ * LB_STATE_MAX_AGE_S old; a file that is older, foreign or corrupt in any
+ * line is logged and ignored as a whole (the start goes on as without it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+/* Older than this, the saved state says more about the past than about
+ * now: ten minutes covers a restart, an upgrade or a reboot. */
+#define LB_STATE_MAX_AGE_S 600
+#define LB_STATE_LINE_MAX 512
+
+static bool
+lb_state_is_saved(enum bal_health_state h)
+{
+    return h == BAL_HEALTH_UP || h == BAL_HEALTH_DOWN || h == BAL_HEALTH_WARNING;
+}
+
+void
+lb_state_save(struct lb_daemon *d)
+{
+    const char *path = d->gen->conf->global.state_file;
+    char tmp[4096], line[LB_STATE_LINE_MAX], qbuf[600];
+    uint64_t now = lb_mono_ms();
+    FILE *f;
+    size_t n = 0, len;
+    bool ok;
+
+    if (path[0] == '\0')
+        return;
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
+        (f = fopen(tmp, "w")) == NULL) {
+        lb_log(CONF_LOG_WARN, "state_save_failed", "file=%s error=%s",
+               lb_log_quote(qbuf, sizeof(qbuf), path), lb_log_quote(line, sizeof(line),
+                                                                    strerror(errno)));
+        return;
+    }
+    len = bal_saved_format_header(line, sizeof(line), lb_wall_now());
+    ok = fwrite(line, 1, len, f) == len;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; ok && i < d->gen->nservers; i++) {
+        const struct lb_server *srv = d->gen->servers[i];
+        const struct lb_backend *b = srv->b;
+        struct bal_saved s = {
+            .health = b->health.state,
+            .successes = b->health.consecutive_successes,
+            .failures = b->health.consecutive_failures,
+            .admin = b->admin,
+            .down_ms = b->health.state == BAL_HEALTH_DOWN && now > b->down_since_ms
+                           ? now - b->down_since_ms : 0,
+        };
+
+        if (!lb_state_is_saved(s.health) && s.admin == BAL_ADMIN_NONE)
+            continue;                   /* nothing known yet */
+        if (!lb_state_is_saved(s.health))
+            s.health = BAL_HEALTH_UP;   /* the operator's state alone */
+        snprintf(s.pool, sizeof(s.pool), "%s", srv->pool->conf->name);
+        snprintf(s.name, sizeof(s.name), "%s", srv->conf->name);
+        snprintf(s.addr, sizeof(s.addr), "%s", srv->conf->addr.text);
+        len = bal_saved_format(line, sizeof(line), &s);
+        ok = len > 0 && fwrite(line, 1, len, f) == len;
+        n++;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) {
+        lb_log(CONF_LOG_INFO, "state_saved", "file=%s servers=%zu",
+               lb_log_quote(qbuf, sizeof(qbuf), path), n);
+        return;
+    }
+    lb_log(CONF_LOG_WARN, "state_save_failed", "file=%s error=%s",
+           lb_log_quote(qbuf, sizeof(qbuf), path),
+           lb_log_quote(line, sizeof(line), errno ? strerror(errno) : "write failed"));
+    unlink(tmp);
+}
+
+static void
+lb_state_ignored(const char *path, const char *why)
+{
+    char qpath[600], qwhy[700];
+
+    lb_log(CONF_LOG_WARN, "state_ignored", "file=%s reason=%s detail=\"servers start as "
+           "without it\"", lb_log_quote(qpath, sizeof(qpath), path),
+           lb_log_quote(qwhy, sizeof(qwhy), why));
+}
+
+/* Reads the whole file into saved[] (malloc'd), or says why not. */
+static int
+lb_state_read(const char *path, struct bal_saved **out, size_t *nout, double *written_at,
+              char *why, size_t whylen)
+{
+    char line[LB_STATE_LINE_MAX + 2], err[128];
+    struct bal_saved *saved = NULL;
+    size_t n = 0, cap = 0;
+    int lineno = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return errno == ENOENT ? 1 : -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        size_t len = strlen(line);
+
+        lineno++;
+        if (len == 0 || line[len - 1] != '\n') {
+            snprintf(why, whylen, "line %d: too long or not ended", lineno);
+            goto fail;
+        }
+        line[len - 1] = '\0';
+        if (memchr(line, '\0', len - 1) != NULL) {
+            snprintf(why, whylen, "line %d: a NUL byte", lineno);
+            goto fail;
+        }
+        if (lineno == 1) {
+            if (bal_saved_header(line, written_at) == -1) {
+                snprintf(why, whylen, "line 1: not an lb state file (lb-state 1 TIME)");
+                goto fail;
+            }
+            continue;
+        }
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 64;
+            struct bal_saved *s = realloc(saved, c * sizeof(*s));
+
+            if (s == NULL) {
+                snprintf(why, whylen, "out of memory");
+                goto fail;
+            }
+            saved = s;
+            cap = c;
+        }
+        if (bal_saved_parse(line, &saved[n], err, sizeof(err)) == -1) {
+            snprintf(why, whylen, "line %d: %s", lineno, err);
+            goto fail;
+        }
+        n++;
+    }
+    if (ferror(f) || lineno == 0) {
+        snprintf(why, whylen, lineno == 0 ? "empty" : "read error");
+        goto fail;
+    }
+    fclose(f);
+    *out = saved;
+    *nout = n;
+    return 0;
+fail:
+    fclose(f);
+    free(saved);
+    return -1;
+}
+
+void
+lb_state_load(struct lb_daemon *d, struct lb_gen *g)
+{
+    const char *path = g->conf->global.state_file;
+    struct bal_saved *saved = NULL;
+    size_t n = 0, applied = 0;
+    double written_at = 0, age;
+    uint64_t now = lb_mono_ms();
+    char why[256], qbuf[600];
+    int rc;
+
+    if (path[0] == '\0')
+        return;
+    rc = lb_state_read(path, &saved, &n, &written_at, why, sizeof(why));
+    if (rc == 1) {
+        lb_log(CONF_LOG_INFO, "state_none", "file=%s", lb_log_quote(qbuf, sizeof(qbuf), path));
+        return;
+    }
+    if (rc == -1) {
+        lb_state_ignored(path, why);
+        return;
+    }
+    age = lb_wall_now() - written_at;
+    if (age > LB_STATE_MAX_AGE_S || age < -60) {
+        snprintf(why, sizeof(why), "written %.0f s ago, more than %d s", age,
+                 LB_STATE_MAX_AGE_S);
+        lb_state_ignored(path, age < 0 ? "written in the future (clock?)" : why);
+        free(saved);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct lb_server *srv = lb_gen_find_server(g, saved[i].pool, saved[i].name);
+        struct lb_backend *b;
+
+        if (srv == NULL || strcmp(srv->conf->addr.text, saved[i].addr) != 0)
+            continue;                   /* gone, or another server now */
+        b = srv->b;
+        b->admin = saved[i].admin;
+        if (srv->pool->conf->check != CONF_CHECK_NONE) {
+            b->health.state = saved[i].health;
+            b->health.consecutive_successes = saved[i].successes;
+            b->health.consecutive_failures = saved[i].failures;
+            b->health.consecutive_alive = saved[i].health == BAL_HEALTH_DOWN ? 0
+                                                                             : saved[i].successes;
+            b->down_since_ms = now > saved[i].down_ms ? now - saved[i].down_ms : 0;
+        }
+        applied++;
+    }
+    lb_log(CONF_LOG_INFO, "state_loaded", "file=%s age_s=%.0f saved=%zu applied=%zu",
+           lb_log_quote(qbuf, sizeof(qbuf), path), age, n, applied);
+    free(saved);
+}
