@@ -11,6 +11,7 @@
  * and addresses have no blanks (the config's own rules); a line that is
  * not exactly this shape is an error, and the reader then ignores the file.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +88,11 @@ bal_saved_count(const char *word, const char *key, uint64_t max, uint64_t *out)
 
     if (strncmp(word, key, k) != 0 || word[k] != '=' || word[k + 1] < '0' || word[k + 1] > '9')
         return -1;
+    if (word[k + 1] == '0' && word[k + 2] != '\0')
+        return -1;                      /* one spelling per number */
+    errno = 0;
     v = strtoull(word + k + 1, &end, 10);
-    if (*end != '\0' || v > max)
+    if (*end != '\0' || errno == ERANGE || v > max)
         return -1;
     *out = v;
     return 0;
