@@ -451,11 +451,11 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                trigger, (unsigned long long)d->gen->number, d->gen->nservers, run->added,
                run->removed, (unsigned long long)run->warm_ms,
                (double)(lb_mono_ms() - run->started_ms));
-    if (rc == 0 && run->is_file)
-        lb_state_save(d);
     else
         lb_log(CONF_LOG_ERROR, "reload_failed", "trigger=%s error=%s detail=\"the old config keeps serving\"",
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
+    if (rc == 0 && run->is_file)
+        lb_state_save(d);
     pthread_mutex_lock(&d->reload_lock);
     if (run->members_ticket > d->members_done) {
         d->members_done = run->members_ticket;
