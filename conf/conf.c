@@ -242,6 +242,7 @@ conf_free(struct conf *c)
     if (c == NULL)
         return;
     free(c->file);
+    conf_free_strings(CONF_SECTION_GLOBAL, &c->global);
     conf_free_strings(CONF_SECTION_ADMIN, &c->admin);
     for (i = 0; i < c->nfrontends; i++) {
         free(c->frontends[i].name);
@@ -307,7 +308,8 @@ conf_dup(const struct conf *c)
     d->frontends = NULL;
     d->pools = NULL;
     d->nfrontends = d->npools = 0;
-    oom = conf_dup_strings(CONF_SECTION_ADMIN, &d->admin) != 0;
+    oom = conf_dup_strings(CONF_SECTION_GLOBAL, &d->global) != 0;
+    oom |= conf_dup_strings(CONF_SECTION_ADMIN, &d->admin) != 0;
     d->file = conf_strdup_or_null(c->file, &oom);
     d->frontends = calloc(c->nfrontends ? c->nfrontends : 1, sizeof(*d->frontends));
     d->pools = calloc(c->npools ? c->npools : 1, sizeof(*d->pools));
