@@ -25,11 +25,15 @@ CHECK = {"check": "tcp", "check_interval": "100ms", "check_timeout": "100ms", "r
 
 
 def refused(port):
+    """True once nothing listens on port. A connection caught in the queue
+    of a listener as it closes is reset: not yet refused, look again."""
     try:
         socket.create_connection((HOST, port), timeout=2).close()
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        return False
 
 
 class ReadyTest(LbTestCase):
