@@ -210,6 +210,9 @@ enum bal_beat {
     BAL_BEAT_FAIL,              /* reported fail, or none within the TTL */
 };
 
+/* "off", "pass", "warn", "fail": for logs and JSON. */
+const char *bal_beat_name(enum bal_beat b);
+
 /* What made the caller ask for a decision. */
 enum bal_cause {
     BAL_CAUSE_BUILD = 0,        /* a generation was built: start or reload */

@@ -74,6 +74,19 @@ static const char *const bal_admin_names[] = {
     [BAL_ADMIN_DISABLE] = "disable",
 };
 
+static const char *const bal_beat_names[] = {
+    [BAL_BEAT_OFF] = "off",
+    [BAL_BEAT_PASS] = "pass",
+    [BAL_BEAT_WARN] = "warn",
+    [BAL_BEAT_FAIL] = "fail",
+};
+
+const char *
+bal_beat_name(enum bal_beat b)
+{
+    return b <= BAL_BEAT_FAIL ? bal_beat_names[b] : "unknown";
+}
+
 uint32_t
 bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
 {

@@ -398,7 +398,6 @@ lb_admin_heartbeat(struct lb_admin *a, struct evhttp_request *req,
 {
     /* indexed by enum lb_admin_beat */
     static const enum bal_beat beats[] = { BAL_BEAT_PASS, BAL_BEAT_WARN, BAL_BEAT_FAIL };
-    static const char *const names[] = { "pass", "warn", "fail" };
     struct lb_daemon *d = a->d;
     struct lb_server *srv;
     struct evbuffer *b;
@@ -429,7 +428,7 @@ lb_admin_heartbeat(struct lb_admin *a, struct evhttp_request *req,
         return;
     }
     evbuffer_add_printf(b, "{\"status\":\"%s\",\"health\":\"%s\",\"in_rotation\":%s,"
-                        "\"heartbeat_ttl_ms\":%llu}\n", names[v->beat], health,
+                        "\"heartbeat_ttl_ms\":%llu}\n", bal_beat_name(beats[v->beat]), health,
                         in_rotation ? "true" : "false", (unsigned long long)ttl);
     lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
     evbuffer_free(b);

@@ -319,10 +319,8 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     }
     LB_ADD_LIT(out, ",\"heartbeat\":");
     if (v->beat != BAL_BEAT_OFF) {
-        static const char *const names[] = { "off", "pass", "warn", "fail" };
-
         evbuffer_add_printf(out, "{\"status\":\"%s\",\"total\":%llu,\"last\":",
-                            v->is_beat_expired ? "expired" : names[v->beat],
+                            v->is_beat_expired ? "expired" : bal_beat_name(v->beat),
                             (unsigned long long)v->heartbeats);
         if (v->beat_at > 0)
             lb_json_num(out, v->beat_at);

@@ -70,15 +70,14 @@ static const char *
 lb_beat_reason(const struct lb_server *srv, char *buf, size_t len)
 {
     const struct lb_backend *b = srv->b;
-    static const char *const names[] = { "off", "pass", "warn", "fail" };
 
     if (b->is_beat_expired)
         snprintf(buf, len, "heartbeat expired %.1f s ago",
                  (double)(lb_mono_ms() - b->beat_at_ms) / 1000.0);
     else if (b->beat_note[0] != '\0')
-        snprintf(buf, len, "heartbeat %s: %s", names[b->beat], b->beat_note);
+        snprintf(buf, len, "heartbeat %s: %s", bal_beat_name(b->beat), b->beat_note);
     else
-        snprintf(buf, len, "heartbeat: %s", names[b->beat]);
+        snprintf(buf, len, "heartbeat: %s", bal_beat_name(b->beat));
     return buf;
 }
 
