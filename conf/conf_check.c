@@ -24,12 +24,32 @@ static void conf_check_frontends(struct conf_parse *p);
 static void conf_check_servers(struct conf_parse *p,
                                const struct conf_pool *pool);
 static void conf_check_pools(struct conf_parse *p);
+static void conf_check_global(struct conf_parse *p);
 
 void
 conf_check(struct conf_parse *p)
 {
+    conf_check_global(p);
     conf_check_frontends(p);
     conf_check_pools(p);
+}
+
+/* A UNIX socket's path fits in sun_path (108 bytes with its NUL). */
+static void
+conf_check_global(struct conf_parse *p)
+{
+    const char *path = p->c->global.control_socket;
+    int k = conf_key_find(CONF_SECTION_GLOBAL, "control_socket");
+    int line = p->single[CONF_SECTION_GLOBAL].key[k];
+
+    if (line == 0 || p->single[CONF_SECTION_GLOBAL].bad[k])
+        return;
+    if (path[0] != '\0' && (path[0] != '/' || strpbrk(path, " \t") != NULL))
+        conf_error(p, line, "control_socket: \"%s\" is not a path (it starts with / and has "
+                   "no spaces)", path);
+    else if (strlen(path) > 107)
+        conf_error(p, line, "control_socket: %zu bytes, at most 107 (a UNIX socket's path)",
+                   strlen(path));
 }
 
 /* Reported at the section header: the key is missing, so its line is. */

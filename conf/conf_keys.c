@@ -124,6 +124,7 @@ static const struct conf_key conf_global_keys[] = {
     CONF_DURATION(struct conf_global, "withdraw_delay", withdraw_delay_ms, "0", 0,
                   CONF_HOURS(1)),
     CONF_TYPED(struct conf_global, "state_file", state_file, CONF_TYPE_STRING, "", 0),
+    CONF_TYPED(struct conf_global, "control_socket", control_socket, CONF_TYPE_STRING, "", 0),
 };
 
 static const struct conf_key conf_health_keys[] = {

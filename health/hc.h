@@ -48,6 +48,9 @@ struct hc_spec {
     const char *user;               /* mysql, pgsql: check_user, "" = none */
     const char *database;           /* pgsql: check_database */
     enum conf_role role;            /* mysql, redis: check_role */
+    bool is_known;                  /* its state came with a hand-over
+                                       (lb -x): first probe at a random
+                                       point of the first interval */
 };
 
 struct hc_result {
@@ -75,7 +78,8 @@ struct hc *hc_new(unsigned threads, struct lb_mailbox *results, char *err,
 /* Adds a target, before hc_start. -1 with err set (bad CA file, memory). */
 int hc_add(struct hc *hc, const struct hc_spec *spec, char *err, size_t errlen);
 
-/* Starts the threads; every target is probed at once. -1 on failure. */
+/* Starts the threads; every target is probed at once, but one whose
+ * spec is_known, within its first interval. -1 on failure. */
 int hc_start(struct hc *hc);
 
 /* Replaces the set of targets, after hc_start: an id missing from specs is

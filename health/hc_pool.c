@@ -537,10 +537,16 @@ hc_start(struct hc *hc)
 
         th->rng = now * 0x100000001b3ull + i;
         /* Probed at once: a fresh start learns every server's state in
-         * one round. */
+         * one round. A server whose state is known (handed over by the
+         * process this one replaces) keeps a probe a period, at a random
+         * point of its first one: the new process must not probe the
+         * whole pool in one burst. */
         for (size_t k = 0; k < th->ntargets; k++) {
-            th->targets[k]->planned_ms = now;
-            hc_target_arm(th->targets[k], now);
+            struct hc_target *tg = th->targets[k];
+            uint64_t interval = tg->spec.interval_ms ? tg->spec.interval_ms : 1;
+
+            tg->planned_ms = now + (tg->spec.is_known ? hc_thread_random(th) % interval : 0);
+            hc_target_arm(tg, now);
         }
         if (pthread_create(&th->thread, NULL, hc_thread_main, th) != 0)
             return -1;

@@ -27,6 +27,7 @@
 #endif
 
 struct lb_admin;
+struct lb_control;
 struct hc;
 
 /* What other threads tell main, in the order told. */
@@ -73,6 +74,9 @@ struct lb_daemon {
     size_t decide_cap;
     double started_at;                  /* unix seconds */
     struct lb_admin *admin;             /* the admin port, or NULL */
+    struct lb_control *control;         /* control_socket, or NULL */
+    struct lb_takeover *takeover;       /* lb -x: what came, until "go" */
+    bool is_handed_over;                /* a new process took over (main) */
     struct event *tick_ev;              /* heartbeat expiry, slow start */
 
     /* reload (reload.c); counters, error and retired under state_lock */
@@ -107,6 +111,10 @@ struct lb_daemon {
     int members_status;
     char members_message[1024];
 };
+
+/* Stops accepting and drains the sessions for up to shutdown_timeout;
+ * why names the cause for the log. Main thread. */
+void lb_main_stop(struct lb_daemon *d, const char *why);
 
 /* Blocks the process signals in the calling thread (the previous mask in
  * *old, for pthread_sigmask(SIG_SETMASK)): threads created meanwhile

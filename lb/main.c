@@ -2,6 +2,8 @@
  * main.c - command line, start-up, signals and shutdown.
  *
  *   lb -c FILE      run in the foreground, log to stderr
+ *   lb -c FILE -x   the same, taking over from the lb running on the
+ *                   config's control_socket (an upgrade; takeover.c)
  *   lb -t -c FILE   check the config: "configuration OK" and 0, or one
  *                   "FILE:LINE: message" per problem and 1
  *
@@ -32,9 +34,10 @@ static void
 lb_usage(FILE *out)
 {
     fprintf(out,
-            "usage: lb [-t] -c FILE\n"
+            "usage: lb [-t | -x] -c FILE\n"
             "  -c FILE  configuration file (INI)\n"
             "  -t       check the configuration and exit\n"
+            "  -x       take over from the lb running on control_socket\n"
             "  -v       print the version and exit\n"
             "  -h       this help\n");
 }
@@ -84,8 +87,7 @@ lb_main_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
     lb_workers_post(arg, LB_WORKER_FORCE);
 }
 
-/* Stops accepting and drains the sessions for up to shutdown_timeout. */
-static void
+void
 lb_main_stop(struct lb_daemon *d, const char *signame)
 {
     struct timeval tv;
@@ -222,7 +224,10 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     {
         size_t held;                    /* none: nothing to warm at start */
 
-        lb_state_load(d, d->gen);       /* what the last run knew */
+        if (d->takeover != NULL)
+            lb_takeover_state(d, d->gen);   /* what the running one knows */
+        else
+            lb_state_load(d, d->gen);   /* what the last run knew */
         lb_gen_decide(d, d->gen, NULL, false, &held);   /* every server's starting place */
     }
     for (size_t i = 0; i < d->nworkers; i++) {
@@ -235,7 +240,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
 
     /* Health and admin start before the workers, which read d->hc. */
     if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
-        lb_admin_start(d, err, sizeof(err)) == -1) {
+        lb_admin_start(d, err, sizeof(err)) == -1 ||
+        lb_control_start(d, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[300]){ 0 }, 300, err));
         signals_ok = false;
@@ -263,6 +269,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
             lb_worker_post(&d->workers[i], LB_WORKER_STOP, NULL);
     } else {
         lb_log(CONF_LOG_INFO, "ready", "workers=%zu", d->nworkers);
+        lb_takeover_finish(d);          /* serving: the old process may go */
         lb_members_sync(d, d->file_conf);   /* discovery's first rounds */
         status = 0;
     }
@@ -271,6 +278,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
 
     lb_admin_stop(d);
+    lb_control_stop(d);
     lb_health_stop(d);
     for (size_t i = 0; i < started; i++)
         pthread_join(d->workers[i].thread, NULL);
@@ -309,23 +317,24 @@ main(int argc, char **argv)
 {
     struct lb_daemon d = { 0 };
     const char *path = NULL;
-    bool test_only = false;
+    bool test_only = false, is_takeover = false;
     struct conf *conf = NULL;
     char *errors = NULL;
     char gen_err[300];
     sigset_t old;
     int opt, status;
 
-    while ((opt = getopt(argc, argv, "c:thv")) != -1) {
+    while ((opt = getopt(argc, argv, "c:thvx")) != -1) {
         switch (opt) {
         case 'c': path = optarg; break;
         case 't': test_only = true; break;
+        case 'x': is_takeover = true; break;
         case 'v': printf("lb %s\n", LB_VERSION); return 0;
         case 'h': lb_usage(stdout); return 0;
         default: lb_usage(stderr); return 2;
         }
     }
-    if (path == NULL || optind != argc) {
+    if (path == NULL || optind != argc || (test_only && is_takeover)) {
         lb_usage(stderr);
         return 2;
     }
@@ -338,6 +347,12 @@ main(int argc, char **argv)
         conf_free(conf);
         printf("configuration OK\n");
         return 0;
+    }
+    if (is_takeover && conf->global.control_socket[0] == '\0') {
+        fprintf(stderr, "%s: -x takes over through [global] control_socket, which is not set\n",
+                path);
+        conf_free(conf);
+        return 1;
     }
 
     lb_log_set_level(conf->global.log_level);
@@ -366,14 +381,38 @@ main(int argc, char **argv)
         conf_free(conf);
         return 1;
     }
-    d.gen = lb_gen_new(conf, NULL, d.nworkers, &d.next_id, gen_err, sizeof(gen_err));
+    /* lb -x: the running process's sockets, members and states, before
+     * the first generation, which is built on them. */
+    if (is_takeover &&
+        ((d.takeover = lb_takeover_receive(conf->global.control_socket, d.nworkers, gen_err,
+                                           sizeof(gen_err))) == NULL ||
+         lb_takeover_members(&d, gen_err, sizeof(gen_err)) == -1 ||
+         lb_members_apply(&d, conf, gen_err, sizeof(gen_err)) == -1)) {
+        lb_log(CONF_LOG_ERROR, "takeover_failed", "error=%s",
+               lb_log_quote((char[600]){ 0 }, 600, gen_err));
+        lb_takeover_free(d.takeover);
+        lb_members_fini(&d);
+        conf_free(conf);
+        conf_free(d.file_conf);
+        return 1;
+    }
+    {
+        size_t nadopt;
+        struct lb_listen *const *adopt = lb_takeover_listens(&d, &nadopt);
+
+        d.gen = lb_gen_new(conf, NULL, adopt, nadopt, d.nworkers, &d.next_id, gen_err,
+                           sizeof(gen_err));
+    }
     if (d.gen == NULL) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[600]){ 0 }, 600, gen_err));
+        lb_takeover_free(d.takeover);
+        lb_members_fini(&d);
         conf_free(d.file_conf);
         return 1;
     }
     status = lb_main_run(&d, path, &old);
+    lb_takeover_free(d.takeover);       /* a start that failed before "go" */
     lb_gen_unref(d.gen);
     lb_log(CONF_LOG_INFO, "exit", "status=%d", status);
     libevent_global_shutdown();

@@ -94,8 +94,10 @@ struct lb_admin {
     bool is_running;
     struct event_base *base;
     struct evhttp *http;
-    struct evconnlistener *listener;
+    struct evconnlistener *listener;    /* NULL once unlistened */
+    struct evhttp_bound_socket *bound;
     struct event *stop_ev;              /* lb_admin_stop ends the loop */
+    struct event *unlisten_ev;          /* lb_admin_unlisten */
     struct lb_admin_conn *conns, *conns_tail;
     size_t nconns;
     bool is_full;                       /* accepts paused: every connection
@@ -945,6 +947,34 @@ lb_admin_on_stop(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(a->base);
 }
 
+/* The admin socket now belongs to the process that took over: this one
+ * stops accepting on it (its copy is closed; the socket, and the
+ * connections in its queue, live on in the new process). */
+static void
+lb_admin_on_unlisten(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_admin *a = arg;
+
+    if (a->bound != NULL)
+        evhttp_del_accept_socket(a->http, a->bound);
+    a->bound = NULL;
+    a->listener = NULL;
+}
+
+int
+lb_admin_fd(struct lb_daemon *d)
+{
+    return d->admin != NULL && d->admin->listener != NULL
+               ? evconnlistener_get_fd(d->admin->listener) : -1;
+}
+
+void
+lb_admin_unlisten(struct lb_daemon *d)
+{
+    if (d->admin != NULL && d->admin->is_running)
+        event_active(d->admin->unlisten_ev, EV_READ, 0);
+}
+
 static void *
 lb_admin_main(void *arg)
 {
@@ -987,7 +1017,8 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     a->base = lb_base_new(0);
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;
     a->stop_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_stop, a) : NULL;
-    if (a->http == NULL || a->stop_ev == NULL) {
+    a->unlisten_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_unlisten, a) : NULL;
+    if (a->http == NULL || a->stop_ev == NULL || a->unlisten_ev == NULL) {
         snprintf(err, errlen, "admin: evhttp_new failed");
         return -1;
     }
@@ -1001,9 +1032,12 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     evhttp_set_gencb(a->http, lb_admin_on_request, a);
     evhttp_set_bevcb(a->http, lb_admin_bevcb, a);
     /* No SO_REUSEPORT here: a second lb on the same admin port must fail,
-     * not share it. */
-    fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len, false,
-                       lerr, sizeof(lerr));
+     * not share it. The process an upgrade replaces hands its socket over
+     * instead. */
+    fd = lb_takeover_admin_fd(d, &ac->listen);
+    if (fd < 0)
+        fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len, false,
+                           lerr, sizeof(lerr));
     if (fd >= 0 && (bound = evhttp_accept_socket_with_handle(a->http, fd)) == NULL)
         close(fd);
     if (bound == NULL) {
@@ -1011,6 +1045,7 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
                  fd < 0 ? lerr : "evhttp_accept_socket failed");
         return -1;
     }
+    a->bound = bound;
     a->listener = evhttp_bound_socket_get_listener(bound);
     evconnlistener_set_error_cb(a->listener, lb_admin_on_accept_error);
     if (!lb_admin_is_loopback(&ac->listen) && ac->token[0] == '\0')
@@ -1042,6 +1077,8 @@ lb_admin_stop(struct lb_daemon *d)
     }
     if (a->stop_ev != NULL)
         event_free(a->stop_ev);
+    if (a->unlisten_ev != NULL)
+        event_free(a->unlisten_ev);
     /* evhttp_free frees the listener first, then each connection (whose
      * close callback must not touch the listener any more). Connections
      * not adopted yet hold a reference of ours on their bufferevent. */

@@ -22,6 +22,11 @@ struct lb_server_view;
 /* Binds the admin port and starts its thread. Main thread. -1 with err. */
 int lb_admin_start(struct lb_daemon *d, char *err, size_t errlen);
 void lb_admin_stop(struct lb_daemon *d);
+/* Stops accepting on the admin port, whose socket a new process took over
+ * (lb -x); answers in progress finish. Any thread. */
+void lb_admin_unlisten(struct lb_daemon *d);
+/* The admin port's listening socket (for a hand-over), or -1. Main. */
+int lb_admin_fd(struct lb_daemon *d);
 
 /* ---------------------------------------- admin_stats.c, for admin.c
  * The documents, built from a copy taken under state_lock (the lock is not

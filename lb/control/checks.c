@@ -63,6 +63,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->user = pc->check_user;
     spec->database = pc->check_database;
     spec->role = pc->check_role;
+    spec->is_known = srv->b->is_handed_over;
 }
 
 /* The check specs of every checked server of g; *out is malloc'd. */

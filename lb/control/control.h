@@ -63,6 +63,8 @@ struct lb_backend {
     enum bal_admin admin;
     bool is_removed;                    /* gone from the config (reload) */
     bool is_decided;                    /* placed by a decision once */
+    bool is_handed_over;                /* state from the process lb -x
+                                           replaced: no probe at once */
     uint64_t down_since_ms;             /* start of the streak that took
                                            it down (guard ordering) */
     struct bal_health health;
@@ -196,9 +198,19 @@ struct lb_gen {
  * an address another socket listens on fails with "FILE:LINE: ADDR is
  * already in use" (the line of the frontend's listen). NULL with err set
  * on failure. Main thread; needs no lock (it only adds references to what
- * old shares). */
-struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
+ * old shares). The listening sockets in adopt[] (those a hand-over
+ * brought, or none) serve the frontends on their addresses before any
+ * bind: each used one gains a reference. */
+struct lb_gen *lb_gen_new(struct conf *conf, const struct lb_gen *old,
+                          struct lb_listen *const *adopt, size_t nadopt, size_t nworkers,
                           uint32_t *next_id, char *err, size_t errlen);
+/* The sockets a hand-over brought for one address (fds[0..n), taken over:
+ * closed on failure too) as the nworkers sockets of a listen set: the
+ * first nworkers of them, and more bound to the same address when there
+ * are fewer. NULL with err set. Main thread. */
+struct lb_listen *lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err,
+                                  size_t errlen);
+void lb_listen_unref(struct lb_listen *l);
 void lb_gen_ref(struct lb_gen *g);
 void lb_gen_unref(struct lb_gen *g);
 /* Server `server` of pool `pool` in g (NULL: none, or g is NULL): one hash
@@ -243,6 +255,16 @@ const char *lb_server_health_name(const struct lb_server *srv);
  * thread; failures are logged, never fatal. */
 void lb_state_save(struct lb_daemon *d);
 void lb_state_load(struct lb_daemon *d, struct lb_gen *g);
+#define LB_STATE_LINE_MAX 512           /* a state or member line, at most */
+/* Every server whose state is known, one bal_saved line each, in a
+ * malloc'd text of *len bytes (*n lines); NULL when out of memory. Takes
+ * state_lock. The state file's body and a hand-over's (takeover.c). */
+char *lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n);
+/* Gives the servers of g found in saved[] (same pool, name, address) their
+ * saved state, before the first decision; is_handed_over marks them as
+ * known (their first probe is spread, not at once). Returns how many. */
+size_t lb_state_apply(struct lb_gen *g, const struct bal_saved *saved, size_t n,
+                      bool is_handed_over);
 
 /* The main thread's 100 ms tick (lb_server_tick_init): heartbeats that
  * expired take their server out, slow-start ramps move on. */
@@ -323,6 +345,13 @@ bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *na
  * returns the weight it had from the API before (UINT32_MAX: none). */
 uint32_t lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
                                uint32_t weight);
+/* A hand-over (takeover.c): every pool's API and discovered members and
+ * API weights as lines ("member api|dns POOL NAME ADDR WEIGHT MAXCONN",
+ * "weight POOL NAME WEIGHT"), malloc'd, NULL when out of memory; and one
+ * such line taken back in by the new process, before its first
+ * generation: 0, or -1 with err set. */
+char *lb_members_text(struct lb_daemon *d, size_t *len);
+int lb_members_adopt(struct lb_daemon *d, const char *line, char *err, size_t errlen);
 
 /* ------------------------------------------------------------- reload.c */
 
@@ -349,5 +378,35 @@ void lb_reload_warm_check(struct lb_daemon *d, bool is_bound);
 int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
 /* The same for a members reload, after the admin API changed members. */
 int lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len);
+
+/* ----------------------------------------------------------- takeover.c */
+
+/* What a hand-over (lb -x) brought: the running process's sockets, its
+ * servers' states and its pools' members. */
+struct lb_takeover;
+
+/* The new process: connects to the control socket at path and takes the
+ * running process's answer (its listen sets adopted for nworkers). NULL
+ * with err set: nothing was taken, the running process serves on. */
+struct lb_takeover *lb_takeover_receive(const char *path, size_t nworkers, char *err,
+                                        size_t errlen);
+void lb_takeover_free(struct lb_takeover *t);
+/* d->takeover's members into d, before the first generation is built. */
+int lb_takeover_members(struct lb_daemon *d, char *err, size_t errlen);
+/* Its listen sets, for lb_gen_new (none without a hand-over). */
+struct lb_listen *const *lb_takeover_listens(const struct lb_daemon *d, size_t *n);
+/* Its servers' states into g, before the first decision. */
+void lb_takeover_state(struct lb_daemon *d, struct lb_gen *g);
+/* Its admin socket when it is bound to addr (taken: -1 the next time). */
+int lb_takeover_admin_fd(struct lb_daemon *d, const struct conf_addr *addr);
+/* Once serving: tells the old process to stop accepting and drain, waits
+ * for its word and frees d->takeover. */
+void lb_takeover_finish(struct lb_daemon *d);
+
+/* The control socket ([global] control_socket), on main's loop: the
+ * socket of a hand-over or a fresh one. -1 with err set (another lb
+ * answers at the path). Stop unlinks it unless it was handed over. */
+int lb_control_start(struct lb_daemon *d, char *err, size_t errlen);
+void lb_control_stop(struct lb_daemon *d);
 
 #endif /* LB_CONTROL_H */

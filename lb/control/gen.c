@@ -129,8 +129,6 @@ lb_gen_find_backend(const struct lb_gen *old, const char *pool, const struct con
 
 /* ----------------------------------------------------------- listen sets */
 
-static void lb_listen_unref(struct lb_listen *l);
-
 /* The sockets of an address lb does not listen on yet: one per worker.
  * *in_use is set when another socket holds the address. */
 static struct lb_listen *
@@ -161,9 +159,9 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
      * still be shared with; one that comes later is the kernel's to allow
      * (a second lb stops at its own probe). Only new addresses come here:
      * a reload that keeps an address shares its struct lb_listen
-     * (lb_gen_frontend_init). Sockets handed over by the process an
-     * upgrade replaces would be adopted into l->fds here instead, without
-     * a probe: they are lb's own. */
+     * (lb_gen_frontend_init), and sockets handed over by the process an
+     * upgrade replaces are adopted without a probe (lb_listen_adopt):
+     * they are lb's own. */
     e = lb_net_check_free(sa, addr->len, lerr, sizeof(lerr));
     for (size_t i = 0; e == 0 && i < nworkers; i++) {
         l->fds[i] = lb_net_listen(sa, addr->len, true, lerr, sizeof(lerr));
@@ -179,7 +177,48 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
     return l;
 }
 
-static void
+struct lb_listen *
+lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t errlen)
+{
+    struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char lerr[128];
+    size_t i;
+
+    if (l == NULL || n == 0 || getsockname(fds[0], (struct sockaddr *)&ss, &len) == -1) {
+        snprintf(err, errlen, l == NULL ? "out of memory" : "a handed-over socket has no address");
+        for (i = 0; i < n; i++)
+            close(fds[i]);
+        free(l);
+        return NULL;
+    }
+    atomic_init(&l->refs, 1);
+    memcpy(&l->addr.ss, &ss, len);
+    l->addr.len = len;
+    lb_net_addr_text((const struct sockaddr *)&ss, l->addr.text, sizeof(l->addr.text));
+    l->nfds = nworkers;
+    for (i = 0; i < nworkers; i++)
+        l->fds[i] = i < n ? fds[i] : -1;
+    /* More workers than before: their sockets join the same SO_REUSEPORT
+     * group. Fewer: the surplus sockets are closed here and, once the old
+     * process closes its copies, the connections in their queues are
+     * reset, as at any close of a listener; keep workers across an
+     * upgrade (README). */
+    for (; i < n; i++)
+        close(fds[i]);
+    for (i = n; i < nworkers; i++) {
+        l->fds[i] = lb_net_listen((const struct sockaddr *)&ss, len, true, lerr, sizeof(lerr));
+        if (l->fds[i] < 0) {
+            snprintf(err, errlen, "listen on %s: %s", l->addr.text, lerr);
+            lb_listen_unref(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+void
 lb_listen_unref(struct lb_listen *l)
 {
     if (l == NULL || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
@@ -319,11 +358,18 @@ lb_gen_free(struct lb_gen *g)
 
 static int
 lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
-                     struct lb_gen *g, const struct lb_gen *old, size_t nworkers,
+                     struct lb_gen *g, const struct lb_gen *old,
+                     struct lb_listen *const *adopt, size_t nadopt, size_t nworkers,
                      char *err, size_t errlen)
 {
     fe->conf = cf;
     fe->pool = &g->pools[cf->pool_index];
+    for (size_t i = 0; i < nadopt && fe->listen == NULL; i++) {
+        if (lb_addr_equal(&adopt[i]->addr, &cf->listen)) {
+            fe->listen = adopt[i];
+            atomic_fetch_add(&fe->listen->refs, 1);
+        }
+    }
     for (size_t i = 0; old != NULL && i < old->conf->nfrontends; i++) {
         const struct lb_frontend *o = &old->frontends[i];
 
@@ -364,8 +410,8 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
 }
 
 struct lb_gen *
-lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
-           uint32_t *next_id, char *err, size_t errlen)
+lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const *adopt,
+           size_t nadopt, size_t nworkers, uint32_t *next_id, char *err, size_t errlen)
 {
     struct lb_gen *g = calloc(1, sizeof(*g));
 
@@ -401,8 +447,8 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, size_t nworkers,
     if (lb_gen_index_init(g) == -1)
         goto oom;
     for (size_t i = 0; i < conf->nfrontends; i++) {
-        if (lb_gen_frontend_init(&g->frontends[i], &conf->frontends[i], g, old, nworkers,
-                                 err, errlen) == -1)
+        if (lb_gen_frontend_init(&g->frontends[i], &conf->frontends[i], g, old, adopt, nadopt,
+                                 nworkers, err, errlen) == -1)
             goto fail;
     }
     return g;

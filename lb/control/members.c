@@ -17,6 +17,7 @@
  * state_lock, for the admin thread.
  */
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +388,97 @@ lb_members_fini(struct lb_daemon *d)
     if (d->members_ev != NULL)
         event_free(d->members_ev);
     d->members_ev = NULL;
+}
+
+/* ------------------------------------------------------- hand-over */
+
+static int
+lb_members_text_add(char **text, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    for (;;) {
+        va_start(ap, fmt);
+        k = vsnprintf(*text + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (k >= 0 && (size_t)k < *cap - *len)
+            break;
+        char *grown = k < 0 ? NULL : realloc(*text, *cap * 2);
+
+        if (grown == NULL)
+            return -1;
+        *text = grown;
+        *cap *= 2;
+    }
+    *len += (size_t)k;
+    return 0;
+}
+
+char *
+lb_members_text(struct lb_daemon *d, size_t *len)
+{
+    size_t cap = 1024;
+    char *text = malloc(cap);
+    int rc = text != NULL ? 0 : -1;
+
+    *len = 0;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; rc == 0 && i < d->nmembers; i++) {
+        const struct lb_members *m = d->members[i];
+        const struct { const char *source; const struct lb_member *list; size_t n; } lists[] = {
+            { "api", m->api, m->napi }, { "dns", m->dns, m->ndns },
+        };
+
+        for (size_t l = 0; rc == 0 && l < 2; l++) {
+            for (size_t k = 0; rc == 0 && k < lists[l].n; k++) {
+                const struct lb_member *mb = &lists[l].list[k];
+
+                rc = lb_members_text_add(&text, len, &cap, "member %s %s %s %s %u %u\n",
+                                         lists[l].source, m->pool, mb->name, mb->address,
+                                         mb->weight, mb->max_connections);
+            }
+        }
+        for (size_t k = 0; rc == 0 && k < m->nweights; k++)
+            rc = lb_members_text_add(&text, len, &cap, "weight %s %s %u\n", m->pool,
+                                     m->weights[k].name, m->weights[k].weight);
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (rc == -1) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+int
+lb_members_adopt(struct lb_daemon *d, const char *line, char *err, size_t errlen)
+{
+    char source[4], pool[CONF_NAME_MAX + 1], end;
+    struct lb_member mb = { 0 };
+    struct lb_members *m;
+    int rc;
+
+    if (sscanf(line, "member %3s %63s %63s %279s %u %u %c", source, pool, mb.name, mb.address,
+               &mb.weight, &mb.max_connections, &end) == 6 &&
+        (strcmp(source, "api") == 0 || strcmp(source, "dns") == 0)) {
+        if ((m = lb_members_get(d, pool)) == NULL)
+            goto oom;
+        rc = source[0] == 'a' ? lb_members_push(&m->api, &m->napi, &mb)
+                              : lb_members_push(&m->dns, &m->ndns, &mb);
+    } else if (sscanf(line, "weight %63s %63s %u %c", pool, mb.name, &mb.weight, &end) == 3) {
+        if ((m = lb_members_get(d, pool)) == NULL)
+            goto oom;
+        rc = lb_members_push(&m->weights, &m->nweights, &mb);
+    } else {
+        snprintf(err, errlen, "not a member line: %.80s", line);
+        return -1;
+    }
+    if (rc == 0)
+        return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
 }
 
 const struct lb_members *

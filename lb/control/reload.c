@@ -105,6 +105,16 @@ lb_reload_keep_restart_settings(const struct conf *cur, struct conf *next)
                cur->admin.listen.text, next->admin.listen.text);
         next->admin.listen = cur->admin.listen;
     }
+    if (strcmp(next->global.control_socket, cur->global.control_socket) != 0) {
+        char *kept = strdup(cur->global.control_socket);
+
+        lb_log(CONF_LOG_WARN, "reload_keeps", "key=control_socket value=%s new=%s detail=\"restart to change\"",
+               cur->global.control_socket, next->global.control_socket);
+        if (kept != NULL) {
+            free(next->global.control_socket);
+            next->global.control_socket = kept;
+        }
+    }
 }
 
 static int
@@ -162,7 +172,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
     }
 
     /* main is the only writer of d->gen and of what lb_gen_new reads */
-    ng = lb_gen_new(conf, old, d->nworkers, &d->next_id, err, errlen);
+    ng = lb_gen_new(conf, old, NULL, 0, d->nworkers, &d->next_id, err, errlen);
     if (ng == NULL) {
         conf_free(file);
         return -1;

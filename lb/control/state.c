@@ -25,7 +25,6 @@
 /* Older than this, the saved state says more about the past than about
  * now: ten minutes covers a restart, an upgrade or a reboot. */
 #define LB_STATE_MAX_AGE_S 600
-#define LB_STATE_LINE_MAX 512
 
 static bool
 lb_state_is_saved(enum bal_health_state h)
@@ -33,29 +32,19 @@ lb_state_is_saved(enum bal_health_state h)
     return h == BAL_HEALTH_UP || h == BAL_HEALTH_DOWN || h == BAL_HEALTH_WARNING;
 }
 
-void
-lb_state_save(struct lb_daemon *d)
+char *
+lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
 {
-    const char *path = d->gen->conf->global.state_file;
-    char tmp[4096], line[LB_STATE_LINE_MAX], qbuf[600];
     uint64_t now = lb_mono_ms();
-    FILE *f;
-    size_t n = 0, len;
-    bool ok;
+    size_t cap = 4096, used = 0;
+    char *text = malloc(cap);
 
-    if (path[0] == '\0')
-        return;
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
-        (f = fopen(tmp, "w")) == NULL) {
-        lb_log(CONF_LOG_WARN, "state_save_failed", "file=%s error=%s",
-               lb_log_quote(qbuf, sizeof(qbuf), path), lb_log_quote(line, sizeof(line),
-                                                                    strerror(errno)));
-        return;
-    }
-    len = bal_saved_format_header(line, sizeof(line), lb_wall_now());
-    ok = fwrite(line, 1, len, f) == len;
+    *n = 0;
+    if (text == NULL)
+        return NULL;
+    text[0] = '\0';
     pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; ok && i < d->gen->nservers; i++) {
+    for (size_t i = 0; i < d->gen->nservers; i++) {
         const struct lb_server *srv = d->gen->servers[i];
         const struct lb_backend *b = srv->b;
         struct bal_saved s = {
@@ -66,6 +55,7 @@ lb_state_save(struct lb_daemon *d)
             .down_ms = b->health.state == BAL_HEALTH_DOWN && now > b->down_since_ms
                            ? now - b->down_since_ms : 0,
         };
+        size_t k;
 
         if (!lb_state_is_saved(s.health) && s.admin == BAL_ADMIN_NONE)
             continue;                   /* nothing known yet */
@@ -74,11 +64,50 @@ lb_state_save(struct lb_daemon *d)
         snprintf(s.pool, sizeof(s.pool), "%s", srv->pool->conf->name);
         snprintf(s.name, sizeof(s.name), "%s", srv->conf->name);
         snprintf(s.addr, sizeof(s.addr), "%s", srv->conf->addr.text);
-        len = bal_saved_format(line, sizeof(line), &s);
-        ok = len > 0 && fwrite(line, 1, len, f) == len;
-        n++;
+        if (cap - used < LB_STATE_LINE_MAX) {
+            char *grown = realloc(text, cap * 2);
+
+            if (grown == NULL) {
+                pthread_mutex_unlock(&d->state_lock);
+                free(text);
+                return NULL;
+            }
+            text = grown;
+            cap *= 2;
+        }
+        k = bal_saved_format(text + used, cap - used, &s);
+        used += k;
+        *n += k > 0;
     }
     pthread_mutex_unlock(&d->state_lock);
+    *len = used;
+    return text;
+}
+
+void
+lb_state_save(struct lb_daemon *d)
+{
+    const char *path = d->gen->conf->global.state_file;
+    char tmp[4096], head[64], qbuf[600], qerr[300];
+    size_t n = 0, len = 0, hlen;
+    char *text;
+    FILE *f;
+    bool ok;
+
+    if (path[0] == '\0' || d->is_handed_over)     /* the new process's file now */
+        return;
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
+        (f = fopen(tmp, "w")) == NULL) {
+        lb_log(CONF_LOG_WARN, "state_save_failed", "file=%s error=%s",
+               lb_log_quote(qbuf, sizeof(qbuf), path), lb_log_quote(qerr, sizeof(qerr),
+                                                                    strerror(errno)));
+        return;
+    }
+    text = lb_state_lines(d, &len, &n);
+    hlen = bal_saved_format_header(head, sizeof(head), lb_wall_now());
+    errno = text == NULL ? ENOMEM : 0;
+    ok = text != NULL && fwrite(head, 1, hlen, f) == hlen && fwrite(text, 1, len, f) == len;
+    free(text);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (ok && rename(tmp, path) == 0) {
@@ -88,8 +117,36 @@ lb_state_save(struct lb_daemon *d)
     }
     lb_log(CONF_LOG_WARN, "state_save_failed", "file=%s error=%s",
            lb_log_quote(qbuf, sizeof(qbuf), path),
-           lb_log_quote(line, sizeof(line), errno ? strerror(errno) : "write failed"));
+           lb_log_quote(qerr, sizeof(qerr), errno ? strerror(errno) : "write failed"));
     unlink(tmp);
+}
+
+size_t
+lb_state_apply(struct lb_gen *g, const struct bal_saved *saved, size_t n, bool is_handed_over)
+{
+    uint64_t now = lb_mono_ms();
+    size_t applied = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct lb_server *srv = lb_gen_find_server(g, saved[i].pool, saved[i].name);
+        struct lb_backend *b;
+
+        if (srv == NULL || strcmp(srv->conf->addr.text, saved[i].addr) != 0)
+            continue;                   /* gone, or another server now */
+        b = srv->b;
+        b->admin = saved[i].admin;
+        if (srv->pool->conf->check != CONF_CHECK_NONE) {
+            b->health.state = saved[i].health;
+            b->health.consecutive_successes = saved[i].successes;
+            b->health.consecutive_failures = saved[i].failures;
+            b->health.consecutive_alive = saved[i].health == BAL_HEALTH_DOWN ? 0
+                                                                             : saved[i].successes;
+            b->down_since_ms = now > saved[i].down_ms ? now - saved[i].down_ms : 0;
+            b->is_handed_over = is_handed_over;
+        }
+        applied++;
+    }
+    return applied;
 }
 
 static void
@@ -173,9 +230,8 @@ lb_state_load(struct lb_daemon *d, struct lb_gen *g)
 {
     const char *path = g->conf->global.state_file;
     struct bal_saved *saved = NULL;
-    size_t n = 0, applied = 0;
+    size_t n = 0, applied;
     double written_at = 0, age;
-    uint64_t now = lb_mono_ms();
     char why[256], qbuf[600];
     int rc;
 
@@ -198,24 +254,7 @@ lb_state_load(struct lb_daemon *d, struct lb_gen *g)
         free(saved);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        struct lb_server *srv = lb_gen_find_server(g, saved[i].pool, saved[i].name);
-        struct lb_backend *b;
-
-        if (srv == NULL || strcmp(srv->conf->addr.text, saved[i].addr) != 0)
-            continue;                   /* gone, or another server now */
-        b = srv->b;
-        b->admin = saved[i].admin;
-        if (srv->pool->conf->check != CONF_CHECK_NONE) {
-            b->health.state = saved[i].health;
-            b->health.consecutive_successes = saved[i].successes;
-            b->health.consecutive_failures = saved[i].failures;
-            b->health.consecutive_alive = saved[i].health == BAL_HEALTH_DOWN ? 0
-                                                                             : saved[i].successes;
-            b->down_since_ms = now > saved[i].down_ms ? now - saved[i].down_ms : 0;
-        }
-        applied++;
-    }
+    applied = lb_state_apply(g, saved, n, false);
     lb_log(CONF_LOG_INFO, "state_loaded", "file=%s age_s=%.0f saved=%zu applied=%zu",
            lb_log_quote(qbuf, sizeof(qbuf), path), age, n, applied);
     free(saved);

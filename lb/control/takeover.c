@@ -1,0 +1,768 @@
+/*
+ * takeover.c - lb -x: a new process (a new binary, a new config) takes over
+ * from the running one without a refused connection and without forgetting
+ * what the running one knows of its servers.
+ *
+ * The running process listens on [global] control_socket, a UNIX socket
+ * of type SOCK_SEQPACKET (one message per send, descriptors attached to
+ * it), mode 0600, answering only its own user or root. The new process
+ * connects and asks ("takeover 1"); the old one answers, a message each:
+ *
+ *   lb-takeover 1 VERSION
+ *   listen SET                 + sockets of one frontend address (SCM_RIGHTS)
+ *   admin                      + the admin port's socket
+ *   control                    + the control socket itself
+ *   state                      + lines: the state file's body (state.c) and
+ *                                the members (members.c), in messages of
+ *                                at most LB_TAKEOVER_MSG_MAX bytes
+ *   end
+ *
+ * The new process builds its first generation on those sockets, with the
+ * members in its pools and the servers in their states (their first probe
+ * spread over the interval, not at once), starts, and once it serves says
+ * "go". The old one then stops accepting: its copies of the sockets are
+ * closed, the sockets themselves, and the connections in their queues, live
+ * on in the new process. It answers "bye" and drains as after SIGTERM, for
+ * up to shutdown_timeout. A new process that fails before "go" only goes
+ * away: the old one serves on as if nothing had been asked.
+ *
+ * Main thread on both sides. The old side answers from its loop with
+ * blocking sends bounded by LB_TAKEOVER_IO_S: a hand-over is an operator's
+ * action, and the data path runs on the workers meanwhile.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "admin.h"
+#include "daemon.h"
+
+#define LB_TAKEOVER_MSG_MAX 60000       /* under any SO_SNDBUF */
+#define LB_TAKEOVER_FDS_MAX 200         /* under SCM_MAX_FD (253) */
+#define LB_TAKEOVER_IO_S 5              /* each send and receive */
+#define LB_TAKEOVER_WAIT_S 60           /* for the new process's "go" */
+
+/* What a hand-over brought to the new process. */
+struct lb_takeover {
+    int fd;                             /* to the old process, until "bye" */
+    char version[64];                   /* the old process's */
+    struct lb_listen **listens;         /* one per frontend address */
+    size_t nlistens;
+    int admin_fd, control_fd;           /* -1 once taken, or none came */
+    int pending[256];                   /* the sockets of set pending_set, */
+    size_t npending;                    /* which may come in more messages */
+    unsigned long pending_set;
+    char *lines;                        /* state and member lines */
+    size_t len;
+};
+
+/* The old side: the control socket and the one hand-over it serves. */
+struct lb_control {
+    struct lb_daemon *d;
+    char *path;
+    struct evconnlistener *listener;
+    int peer;                           /* the new process, or -1 */
+    struct event *peer_ev;              /* its "go", or its end */
+};
+
+/* ------------------------------------------------------------ messages */
+
+static void
+lb_takeover_timeouts(int fd)
+{
+    struct timeval tv = { .tv_sec = LB_TAKEOVER_IO_S };
+
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static int
+lb_takeover_send(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
+{
+    union {
+        char buf[CMSG_SPACE(LB_TAKEOVER_FDS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+    if (nfds > 0) {
+        struct cmsghdr *c;
+
+        memset(&u, 0, sizeof(u));
+        msg.msg_control = u.buf;
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    }
+    while (sendmsg(fd, &msg, MSG_NOSIGNAL) == -1) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+lb_takeover_send_text(int fd, const char *text)
+{
+    return lb_takeover_send(fd, text, strlen(text), NULL, 0);
+}
+
+/* One message into buf (NUL-ended; at most len - 1 bytes) and its
+ * descriptors into fds: its length, 0 at the peer's end, -1 on error (the
+ * message's descriptors then closed). */
+static ssize_t
+lb_takeover_recv(int fd, char *buf, size_t len, int *fds, size_t *nfds)
+{
+    union {
+        char buf[CMSG_SPACE(LB_TAKEOVER_FDS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = buf, .iov_len = len - 1 };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                          .msg_controllen = sizeof(u.buf) };
+    ssize_t n;
+
+    *nfds = 0;
+    do {
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (n == -1 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+            memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
+            *nfds += k;
+        }
+    }
+    buf[n] = '\0';
+    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+        for (size_t i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+        errno = EMSGSIZE;
+        return -1;
+    }
+    return n;
+}
+
+/* ------------------------------------------------- the old process's side */
+
+static void lb_control_peer_close(struct lb_control *c);
+
+/* Sends text's whole lines in messages of at most LB_TAKEOVER_MSG_MAX. */
+static int
+lb_control_send_lines(int fd, const char *text, size_t len)
+{
+    static const char head[] = "state\n";
+    char *msg = malloc(LB_TAKEOVER_MSG_MAX);
+    size_t at = 0;
+    int rc = msg != NULL ? 0 : -1;
+
+    while (rc == 0 && at < len) {
+        size_t used = sizeof(head) - 1;
+
+        memcpy(msg, head, used);
+        while (at < len) {
+            const char *nl = memchr(text + at, '\n', len - at);
+            size_t k = (nl != NULL ? (size_t)(nl - (text + at)) : len - at) + 1;
+
+            if (used + k > LB_TAKEOVER_MSG_MAX)
+                break;                  /* a line is far shorter than that */
+            memcpy(msg + used, text + at, k);
+            used += k;
+            at += k;
+        }
+        rc = lb_takeover_send(fd, msg, used, NULL, 0);
+    }
+    free(msg);
+    return rc;
+}
+
+/* Everything the new process needs, in order; -1 on a send failure. */
+static int
+lb_control_send_all(struct lb_control *c)
+{
+    struct lb_daemon *d = c->d;
+    const struct lb_gen *g = d->gen;
+    char msg[128];
+    char *state, *members;
+    size_t nstate, lstate, lmembers;
+    int fd = c->peer, rc = 0, afd;
+
+    snprintf(msg, sizeof(msg), "lb-takeover 1 %s", LB_VERSION);
+    if (lb_takeover_send_text(fd, msg) == -1)
+        return -1;
+    for (size_t i = 0; rc == 0 && i < g->conf->nfrontends; i++) {
+        const struct lb_listen *l = g->frontends[i].listen;
+        bool is_first = true;
+
+        for (size_t k = 0; k < i && is_first; k++)
+            is_first = g->frontends[k].listen != l;    /* one set per address */
+        for (size_t at = 0; is_first && rc == 0 && at < l->nfds; at += LB_TAKEOVER_FDS_MAX) {
+            size_t n = l->nfds - at < LB_TAKEOVER_FDS_MAX ? l->nfds - at : LB_TAKEOVER_FDS_MAX;
+
+            snprintf(msg, sizeof(msg), "listen %zu", i);
+            rc = lb_takeover_send(fd, msg, strlen(msg), &l->fds[at], n);
+        }
+    }
+    if (rc == 0 && d->admin != NULL && (afd = lb_admin_fd(d)) >= 0)
+        rc = lb_takeover_send(fd, "admin", 5, &afd, 1);
+    if (rc == 0) {
+        int cfd = evconnlistener_get_fd(c->listener);
+
+        rc = lb_takeover_send(fd, "control", 7, &cfd, 1);
+    }
+    if (rc == -1)
+        return -1;
+    state = lb_state_lines(d, &lstate, &nstate);
+    members = lb_members_text(d, &lmembers);
+    rc = state != NULL && members != NULL ? 0 : -1;
+    if (rc == 0)
+        rc = lb_control_send_lines(fd, state, lstate);
+    if (rc == 0)
+        rc = lb_control_send_lines(fd, members, lmembers);
+    free(state);
+    free(members);
+    if (rc == 0)
+        rc = lb_takeover_send_text(fd, "end");
+    return rc;
+}
+
+/* "go": the new process serves. This one stops accepting, hands the
+ * state file to it and drains. */
+static void
+lb_control_handed_over(struct lb_control *c)
+{
+    struct lb_daemon *d = c->d;
+
+    lb_log(CONF_LOG_INFO, "takeover", "role=old active=%u shutdown_timeout_ms=%llu",
+           atomic_load(&d->limit.active),
+           (unsigned long long)d->gen->conf->global.shutdown_timeout_ms);
+    d->is_handed_over = true;           /* the state file and the path are
+                                           the new process's now */
+    atomic_store(&d->is_withdrawn, true);
+    (void)lb_takeover_send_text(c->peer, "bye");
+    lb_control_peer_close(c);
+    evconnlistener_free(c->listener);   /* our copy of the control socket */
+    c->listener = NULL;
+    lb_admin_unlisten(d);
+    lb_main_stop(d, "takeover");
+}
+
+static void
+lb_control_on_peer(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_control *c = arg;
+    char buf[64];
+    int fds[LB_TAKEOVER_FDS_MAX];
+    size_t nfds;
+    ssize_t n = (what & EV_READ) ? lb_takeover_recv(c->peer, buf, sizeof(buf), fds, &nfds) : -1;
+
+    for (size_t i = 0; n >= 0 && i < nfds; i++)
+        close(fds[i]);
+    if (n > 0 && strcmp(buf, "go") == 0 && c->d->shutdown_timer_ev == NULL) {
+        lb_control_handed_over(c);
+        return;
+    }
+    lb_log(CONF_LOG_WARN, "takeover_aborted", "reason=%s",
+           (what & EV_TIMEOUT) ? "\"no go from the new process in time\""
+           : n == 0 ? "\"the new process went away\"" : "\"unexpected message\"");
+    lb_control_peer_close(c);
+}
+
+static void
+lb_control_peer_close(struct lb_control *c)
+{
+    if (c->peer_ev != NULL)
+        event_free(c->peer_ev);
+    c->peer_ev = NULL;
+    if (c->peer >= 0)
+        close(c->peer);
+    c->peer = -1;
+}
+
+static bool
+lb_control_peer_allowed(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+           (cred.uid == 0 || cred.uid == geteuid());
+}
+
+static void
+lb_control_on_accept(struct evconnlistener *listener, evutil_socket_t fd,
+                     struct sockaddr *sa, int salen, void *arg)
+{
+    struct lb_control *c = arg;
+    struct lb_daemon *d = c->d;
+    struct timeval wait = { .tv_sec = LB_TAKEOVER_WAIT_S };
+    char buf[64];
+    int fds[LB_TAKEOVER_FDS_MAX];
+    size_t nfds = 0;
+    const char *refusal = NULL;
+    ssize_t n;
+
+    if (!lb_control_peer_allowed(fd))
+        refusal = "another user";
+    else if (c->peer >= 0)
+        refusal = "a hand-over is in progress";
+    else if (d->shutdown_timer_ev != NULL || d->withdraw_ev != NULL)
+        refusal = "stopping";
+    if (refusal == NULL) {
+        /* The accepted socket is non-blocking (libevent's listener): this
+         * exchange blocks, with a bound, and the wait for "go" does not. */
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        lb_takeover_timeouts(fd);
+        n = lb_takeover_recv(fd, buf, sizeof(buf), fds, &nfds);
+        for (size_t i = 0; n >= 0 && i < nfds; i++)
+            close(fds[i]);
+        if (n <= 0 || strcmp(buf, "takeover 1") != 0)
+            refusal = "not a takeover request";
+    }
+    if (refusal != NULL) {
+        char msg[96];
+
+        lb_log(CONF_LOG_WARN, "takeover_refused", "reason=\"%s\"", refusal);
+        snprintf(msg, sizeof(msg), "refused %s", refusal);
+        (void)lb_takeover_send_text(fd, msg);
+        close(fd);
+        return;
+    }
+    c->peer = fd;
+    lb_log(CONF_LOG_INFO, "takeover_asked", "active=%u", atomic_load(&d->limit.active));
+    if (lb_control_send_all(c) == -1) {
+        lb_log(CONF_LOG_WARN, "takeover_aborted", "reason=\"send: %s\"", strerror(errno));
+        lb_control_peer_close(c);
+        return;
+    }
+    c->peer_ev = event_new(d->base, fd, EV_READ, lb_control_on_peer, c);
+    if (c->peer_ev == NULL || event_add(c->peer_ev, &wait) == -1) {
+        lb_log(CONF_LOG_WARN, "takeover_aborted", "reason=\"out of memory\"");
+        lb_control_peer_close(c);
+    }
+}
+
+/* A socket at path that answers belongs to a running lb: not ours to
+ * replace. One that refuses is a leftover of a process that died. */
+static int
+lb_control_bind(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct stat st;
+    mode_t mask;
+
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    if (fd < 0) {
+        snprintf(err, errlen, "control_socket %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (lstat(path, &st) == 0) {
+        int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        bool is_live = probe >= 0 && S_ISSOCK(st.st_mode) &&
+                       connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+
+        if (probe >= 0)
+            close(probe);
+        if (is_live || !S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "control_socket %s: %s", path,
+                     is_live ? "another lb answers there (lb -x takes over from it)"
+                             : "exists and is not a socket");
+            close(fd);
+            return -1;
+        }
+        unlink(path);
+    }
+    mask = umask(077);                  /* the socket is created 0600 */
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 || listen(fd, 4) == -1) {
+        snprintf(err, errlen, "control_socket %s: %s", path, strerror(errno));
+        umask(mask);
+        close(fd);
+        return -1;
+    }
+    umask(mask);
+    return fd;
+}
+
+int
+lb_control_start(struct lb_daemon *d, char *err, size_t errlen)
+{
+    const char *path = d->gen->conf->global.control_socket;
+    struct lb_takeover *t = d->takeover;
+    struct lb_control *c;
+    int fd = -1;
+
+    if (path[0] == '\0')
+        return 0;
+    if (t != NULL && t->control_fd >= 0) {
+        fd = t->control_fd;             /* the same socket, at the same path */
+        t->control_fd = -1;
+    } else if ((fd = lb_control_bind(path, err, errlen)) < 0) {
+        return -1;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->path = strdup(path)) == NULL) {
+        free(c);
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->d = d;
+    c->peer = -1;
+    c->listener = evconnlistener_new(d->base, lb_control_on_accept, c,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    if (c->listener == NULL) {
+        close(fd);
+        free(c->path);
+        free(c);
+        snprintf(err, errlen, "control_socket %s: cannot listen", path);
+        return -1;
+    }
+    d->control = c;
+    return 0;
+}
+
+void
+lb_control_stop(struct lb_daemon *d)
+{
+    struct lb_control *c = d->control;
+
+    if (c == NULL)
+        return;
+    lb_control_peer_close(c);
+    if (c->listener != NULL)
+        evconnlistener_free(c->listener);
+    if (!d->is_handed_over)
+        unlink(c->path);                /* after a hand-over it is the new one's */
+    free(c->path);
+    free(c);
+    d->control = NULL;
+}
+
+/* ------------------------------------------------- the new process's side */
+
+void
+lb_takeover_free(struct lb_takeover *t)
+{
+    if (t == NULL)
+        return;
+    if (t->fd >= 0)
+        close(t->fd);
+    for (size_t i = 0; i < t->npending; i++)
+        close(t->pending[i]);
+    for (size_t i = 0; i < t->nlistens; i++)
+        lb_listen_unref(t->listens[i]);
+    free(t->listens);
+    if (t->admin_fd >= 0)
+        close(t->admin_fd);
+    if (t->control_fd >= 0)
+        close(t->control_fd);
+    free(t->lines);
+    free(t);
+}
+
+static int
+lb_takeover_add_lines(struct lb_takeover *t, const char *text, size_t len)
+{
+    char *grown = realloc(t->lines, t->len + len + 1);
+
+    if (grown == NULL)
+        return -1;
+    memcpy(grown + t->len, text, len);
+    t->len += len;
+    grown[t->len] = '\0';
+    t->lines = grown;
+    return 0;
+}
+
+/* The gathered sockets of one set, adopted as the nworkers of a listen set. */
+static int
+lb_takeover_flush(struct lb_takeover *t, size_t nworkers, char *err, size_t errlen)
+{
+    struct lb_listen **grown, *l;
+    size_t n = t->npending;
+
+    if (n == 0)
+        return 0;
+    t->npending = 0;
+    grown = realloc(t->listens, (t->nlistens + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        snprintf(err, errlen, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            close(t->pending[i]);
+        return -1;
+    }
+    t->listens = grown;
+    if ((l = lb_listen_adopt(t->pending, n, nworkers, err, errlen)) == NULL)
+        return -1;
+    if (n != nworkers)
+        lb_log(CONF_LOG_WARN, "takeover_workers", "addr=%s sockets=%zu workers=%zu "
+               "detail=\"workers changed: sockets are bound or closed to match\"",
+               l->addr.text, n, nworkers);
+    t->listens[t->nlistens++] = l;
+    return 0;
+}
+
+/* One message of the answer into t: 1 at "end", 0 for more, -1 with err. */
+static int
+lb_takeover_take(struct lb_takeover *t, char *msg, size_t len, int *fds, size_t nfds,
+                 size_t nworkers, char *err, size_t errlen)
+{
+    static const char state[] = "state\n";
+    unsigned long set;
+    char *end;
+
+    if (strncmp(msg, "listen ", 7) == 0 && nfds > 0 &&
+        (set = strtoul(msg + 7, &end, 10), *end == '\0')) {
+        /* A set of more than LB_TAKEOVER_FDS_MAX sockets comes in more
+         * messages: gathered, then adopted whole. */
+        if ((t->npending > 0 && set != t->pending_set &&
+             lb_takeover_flush(t, nworkers, err, errlen) == -1) ||
+            t->npending + nfds > sizeof(t->pending) / sizeof(t->pending[0])) {
+            if (t->npending + nfds > sizeof(t->pending) / sizeof(t->pending[0]))
+                snprintf(err, errlen, "more sockets than workers can be");
+            goto close_fds;
+        }
+        memcpy(t->pending + t->npending, fds, nfds * sizeof(int));
+        t->npending += nfds;
+        t->pending_set = set;
+        return 0;
+    }
+    if (lb_takeover_flush(t, nworkers, err, errlen) == -1)
+        goto close_fds;
+    if (strcmp(msg, "admin") == 0 && nfds == 1 && t->admin_fd < 0) {
+        t->admin_fd = fds[0];
+        return 0;
+    }
+    if (strcmp(msg, "control") == 0 && nfds == 1 && t->control_fd < 0) {
+        t->control_fd = fds[0];
+        return 0;
+    }
+    if (nfds == 0 && strncmp(msg, state, sizeof(state) - 1) == 0) {
+        if (lb_takeover_add_lines(t, msg + sizeof(state) - 1, len - (sizeof(state) - 1)) == 0)
+            return 0;
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (nfds == 0 && strcmp(msg, "end") == 0)
+        return 1;
+    snprintf(err, errlen, "unexpected message from the running lb: %.60s", msg);
+close_fds:
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    return -1;
+}
+
+struct lb_takeover *
+lb_takeover_receive(const char *path, size_t nworkers, char *err, size_t errlen)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    struct lb_takeover *t = calloc(1, sizeof(*t));
+    char *msg = malloc(LB_TAKEOVER_MSG_MAX + 1);
+    int fds[LB_TAKEOVER_FDS_MAX];
+    size_t nfds;
+    ssize_t n;
+    int rc = 0;
+
+    if (t == NULL || msg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(t);
+        free(msg);
+        return NULL;
+    }
+    t->admin_fd = t->control_fd = -1;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    t->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (t->fd < 0 || connect(t->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+        snprintf(err, errlen, "control_socket %s: %s (is lb running there?)", path,
+                 strerror(errno));
+        goto fail;
+    }
+    lb_takeover_timeouts(t->fd);
+    if (lb_takeover_send_text(t->fd, "takeover 1") == -1 ||
+        (n = lb_takeover_recv(t->fd, msg, LB_TAKEOVER_MSG_MAX + 1, fds, &nfds)) <= 0) {
+        snprintf(err, errlen, "control_socket %s: %s", path,
+                 errno ? strerror(errno) : "closed without an answer");
+        goto fail;
+    }
+    if (nfds > 0 || sscanf(msg, "lb-takeover 1 %63s", t->version) != 1) {
+        snprintf(err, errlen, "control_socket %s: the running lb answered \"%.80s\"", path,
+                 msg);
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        goto fail;
+    }
+    while (rc == 0) {
+        n = lb_takeover_recv(t->fd, msg, LB_TAKEOVER_MSG_MAX + 1, fds, &nfds);
+        if (n <= 0) {
+            snprintf(err, errlen, "control_socket %s: %s", path,
+                     n == 0 ? "the running lb closed the hand-over" : strerror(errno));
+            goto fail;
+        }
+        rc = lb_takeover_take(t, msg, (size_t)n, fds, nfds, nworkers, err, errlen);
+    }
+    if (rc == -1)
+        goto fail;
+    free(msg);
+    return t;
+fail:
+    free(msg);
+    lb_takeover_free(t);
+    return NULL;
+}
+
+/* Calls fn on each line of t that starts with prefix. */
+static int
+lb_takeover_each_line(const struct lb_takeover *t, const char *prefix,
+                      int (*fn)(const char *line, void *arg), void *arg)
+{
+    size_t plen = strlen(prefix);
+
+    for (const char *at = t->lines; at != NULL && *at != '\0';) {
+        const char *nl = strchr(at, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - at) : strlen(at);
+        char line[LB_STATE_LINE_MAX + 1];
+
+        if (len < sizeof(line) && strncmp(at, prefix, plen) == 0) {
+            memcpy(line, at, len);
+            line[len] = '\0';
+            if (fn(line, arg) == -1)
+                return -1;
+        }
+        at = nl != NULL ? nl + 1 : at + len;
+    }
+    return 0;
+}
+
+struct lb_takeover_members_arg {
+    struct lb_daemon *d;
+    char *err;
+    size_t errlen;
+};
+
+static int
+lb_takeover_member_line(const char *line, void *arg)
+{
+    struct lb_takeover_members_arg *a = arg;
+
+    return lb_members_adopt(a->d, line, a->err, a->errlen);
+}
+
+int
+lb_takeover_members(struct lb_daemon *d, char *err, size_t errlen)
+{
+    struct lb_takeover_members_arg a = { d, err, errlen };
+
+    if (lb_takeover_each_line(d->takeover, "member ", lb_takeover_member_line, &a) == -1 ||
+        lb_takeover_each_line(d->takeover, "weight ", lb_takeover_member_line, &a) == -1)
+        return -1;
+    return 0;
+}
+
+struct lb_takeover_state_arg {
+    struct bal_saved *saved;
+    size_t n, cap, bad;
+};
+
+static int
+lb_takeover_state_line(const char *line, void *arg)
+{
+    struct lb_takeover_state_arg *a = arg;
+    char err[128];
+
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        struct bal_saved *grown = realloc(a->saved, cap * sizeof(*grown));
+
+        if (grown == NULL)
+            return -1;
+        a->saved = grown;
+        a->cap = cap;
+    }
+    if (bal_saved_parse(line, &a->saved[a->n], err, sizeof(err)) == -1)
+        a->bad++;                       /* the old one wrote it: not expected */
+    else
+        a->n++;
+    return 0;
+}
+
+void
+lb_takeover_state(struct lb_daemon *d, struct lb_gen *g)
+{
+    struct lb_takeover_state_arg a = { 0 };
+    size_t applied = 0;
+
+    if (lb_takeover_each_line(d->takeover, "server ", lb_takeover_state_line, &a) == 0)
+        applied = lb_state_apply(g, a.saved, a.n, true);
+    lb_log(CONF_LOG_INFO, "takeover_state", "from_version=%s listen_sets=%zu servers=%zu "
+           "applied=%zu unreadable=%zu", d->takeover->version, d->takeover->nlistens, a.n,
+           applied, a.bad);
+    free(a.saved);
+}
+
+struct lb_listen *const *
+lb_takeover_listens(const struct lb_daemon *d, size_t *n)
+{
+    *n = d->takeover != NULL ? d->takeover->nlistens : 0;
+    return d->takeover != NULL ? d->takeover->listens : NULL;
+}
+
+int
+lb_takeover_admin_fd(struct lb_daemon *d, const struct conf_addr *addr)
+{
+    struct lb_takeover *t = d->takeover;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int fd;
+
+    if (t == NULL || t->admin_fd < 0)
+        return -1;
+    fd = t->admin_fd;
+    t->admin_fd = -1;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && len == addr->len &&
+        memcmp(&ss, &addr->ss, len) == 0)
+        return fd;
+    close(fd);                          /* the admin port moved: bound anew */
+    return -1;
+}
+
+void
+lb_takeover_finish(struct lb_daemon *d)
+{
+    struct lb_takeover *t = d->takeover;
+    char buf[64];
+    int fds[LB_TAKEOVER_FDS_MAX];
+    size_t nfds = 0;
+    ssize_t n;
+
+    if (t == NULL)
+        return;
+    n = lb_takeover_send_text(t->fd, "go") == 0
+            ? lb_takeover_recv(t->fd, buf, sizeof(buf), fds, &nfds) : -1;
+    for (size_t i = 0; n >= 0 && i < nfds; i++)
+        close(fds[i]);
+    if (n > 0 && strcmp(buf, "bye") == 0)
+        lb_log(CONF_LOG_INFO, "takeover", "role=new from_version=%s", t->version);
+    else
+        lb_log(CONF_LOG_WARN, "takeover_unconfirmed", "detail=\"the old process did not "
+               "confirm that it stopped accepting; both may serve until it ends\"");
+    d->takeover = NULL;
+    lb_takeover_free(t);
+}
