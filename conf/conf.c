@@ -330,7 +330,15 @@ conf_dup(const struct conf *c)
         *dst = *src;
         d->npools++;
         dst->name = conf_strdup_or_null(src->name, &oom);
-        dst->servers = malloc((src->nservers ? src->nservers : 1) * sizeof(*dst->servers));
+        /* The capacity conf_set_server counts on: the count rounded up to
+         * a power of two (it grows only when the count reaches one). A
+         * copy of 3 servers sized 3 took a fourth (an admin API member)
+         * past its end. */
+        size_t cap = 1;
+
+        while (cap < src->nservers)
+            cap *= 2;
+        dst->servers = malloc(cap * sizeof(*dst->servers));
         dst->nservers = 0;
         oom |= dst->servers == NULL;
         oom |= conf_dup_strings(CONF_SECTION_POOL, dst) != 0;

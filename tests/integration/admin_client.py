@@ -28,7 +28,7 @@ ADMIN_MAX_CONNS = 64
 def make_admin_config(pools, frontends=None, admin_port=None, token=None,
                       admin_listen=None, workers=2, max_connections=10000,
                       log_level="info", shutdown_timeout="3s", heartbeat_token=None,
-                      withdraw_delay=None, state_file=None):
+                      withdraw_delay=None, state_file=None, control_socket=None):
     """Config text for the admin tests.
 
     pools: list of (pool_name, servers, keys); servers a list of
@@ -39,7 +39,7 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
     take servers out.
     frontends: list of (frontend_name, pool_name); default one fe_<pool> per
     pool. token: the [admin] token (None: no token line), heartbeat_token
-    and [global] withdraw_delay and state_file likewise. admin_listen
+    and [global] withdraw_delay, state_file and control_socket likewise. admin_listen
     replaces the whole listen address (its port is the admin port then).
     Returns (text, admin_port, {frontend_name: port})."""
     if admin_listen:
@@ -53,6 +53,8 @@ def make_admin_config(pools, frontends=None, admin_port=None, token=None,
         lines.append(f"withdraw_delay = {withdraw_delay}")
     if state_file is not None:
         lines.append(f"state_file = {state_file}")
+    if control_socket is not None:
+        lines.append(f"control_socket = {control_socket}")
     lines += ["", "[admin]", f"listen = {listen}"]
     if token is not None:
         lines.append(f"token = {token}")
@@ -74,14 +76,15 @@ def pool_lines(pools):
     return harness.pool_lines(pools, {"check": "none"})
 
 
-def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), nofile=None, **opts):
+def start_lb(tc, pools, frontends=None, token=None, allowed_errors=(), nofile=None, args=(),
+             **opts):
     """Starts lb (teardown registered on the LbTestCase tc) with
     make_admin_config(...), under RLIMIT_NOFILE nofile if given. Returns lb
     with lb.admin (an Admin client that sends the token, if any, with its
     POSTs), lb.admin_port and lb.fports ({frontend: port})."""
     text, admin_port, fports = make_admin_config(pools, frontends=frontends,
                                                  token=token, **opts)
-    lb = tc.start_lb(text, allowed_errors=allowed_errors, nofile=nofile)
+    lb = tc.start_lb(text, allowed_errors=allowed_errors, nofile=nofile, args=args)
     lb.admin_port = admin_port
     lb.fports = fports
     lb.admin = Admin(admin_port, token=token)

@@ -631,7 +631,8 @@ class Lb:
     unless it already exited, then check()s it. allowed_errors names the
     level=error events this test provokes on purpose."""
 
-    def __init__(self, config_text, port=None, allowed_errors=()):
+    def __init__(self, config_text, port=None, allowed_errors=(), args=()):
+        self.args = list(args)          # after -c FILE (-x: a hand-over)
         self.dir = make_tmpdir()
         self.config_path = os.path.join(self.dir, "lb.ini")
         with open(self.config_path, "w") as f:
@@ -660,7 +661,7 @@ class Lb:
             lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile)))
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [LB_BIN, "-c", self.config_path], stdin=subprocess.DEVNULL,
+                [LB_BIN, "-c", self.config_path] + self.args, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=err, cwd=self.dir, start_new_session=True,
                 preexec_fn=limit)
         if wait_ready:
@@ -1132,8 +1133,9 @@ class LbTestCase(unittest.TestCase):
         lb.ports = ports
         return lb
 
-    def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True, nofile=None):
-        lb = Lb(config_text, port=port, allowed_errors=allowed_errors)
+    def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True, nofile=None,
+                 args=()):
+        lb = Lb(config_text, port=port, allowed_errors=allowed_errors, args=args)
         lb.nofile = nofile
         self.addCleanup(lb.close)
         lb.start(wait_ready=wait_ready)

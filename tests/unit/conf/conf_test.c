@@ -737,6 +737,55 @@ test_check_timeout(void)
 }
 
 static void
+test_control_socket(void)
+{
+    EXPECT_ERRORS("[global]\ncontrol_socket = run/lb.sock\n" FRONTEND POOL,
+                  "@:2: control_socket: \"run/lb.sock\" is not a path (it starts with / "
+                  "and has no spaces)\n");
+    {
+        char text[400], exp[200];
+
+        snprintf(text, sizeof(text), "[global]\ncontrol_socket = /%0107d\n" FRONTEND POOL, 0);
+        snprintf(exp, sizeof(exp), "@:2: control_socket: 108 bytes, at most 107 (a UNIX "
+                 "socket's path)\n");
+        EXPECT_ERRORS(text, exp);
+    }
+    struct conf *c = LOAD_OK("[global]\ncontrol_socket = /run/lb/lb.sock\n" FRONTEND POOL);
+
+    if (c != NULL)
+        CHECK_EQ_STR(c->global.control_socket, "/run/lb/lb.sock");
+    conf_free(c);
+}
+
+/* A copy takes servers one by one as the original did (the admin API's
+ * members join a copy of the file's config): for every count, whatever
+ * capacity conf_set_server expects. ASan sees an overflow. */
+static void
+test_dup_then_add(void)
+{
+    for (int n = 1; n <= 5; n++) {
+        char text[600], line[64], err[128];
+        size_t at = (size_t)snprintf(text, sizeof(text), FRONTEND "[pool web]\n");
+
+        for (int i = 0; i < n; i++)
+            at += (size_t)snprintf(text + at, sizeof(text) - at,
+                                   "server = s%d 127.0.0.1:%d\n", i, 9000 + i);
+        struct conf *c = LOAD_OK(text);
+        struct conf *d = c != NULL ? conf_dup(c) : NULL;
+
+        CHECK(d != NULL);
+        for (int i = 0; d != NULL && i < 9; i++) {
+            snprintf(line, sizeof(line), "m%d 127.0.0.1:%d", i, 9100 + i);
+            CHECK_EQ_INT(conf_pool_add_server(d, 0, line, CONF_SOURCE_API, err, sizeof(err)), 0);
+        }
+        if (d != NULL)
+            CHECK_EQ_INT(d->pools[0].nservers, n + 9);
+        conf_free(d);
+        conf_free(c);
+    }
+}
+
+static void
 test_file(void)
 {
     struct conf *c = (struct conf *)1;
@@ -1089,6 +1138,8 @@ main(void)
     test_unresolvable();
     test_references();
     test_check_timeout();
+    test_control_socket();
+    test_dup_then_add();
     test_file();
     test_changed_while_read();
     test_load_quiet_waits();

@@ -1,0 +1,242 @@
+"""lb -x: a new process takes over from the running one through [global]
+control_socket, without a refused connection and without forgetting.
+
+- the new process gets the listening sockets (the same kernel sockets, so
+  nothing queued on them is lost), the admin port and the control socket;
+- every server keeps its state: down stays down with no "first probe
+  decides", disabled stays disabled, the guard holds the same server, the
+  admin API's members and weights are in the pools from the first
+  connection on;
+- the new process does not probe the pool in one burst: servers whose
+  state came along are first probed at random points of their interval;
+- the old process stops accepting, lets its open connections finish and
+  exits; new connections at 200/s during the hand-over all succeed;
+- what cannot work is refused with the reason, and a new process that
+  fails leaves the old one serving as before."""
+
+import datetime
+import json
+import os
+import socket
+import threading
+import time
+
+import harness
+from admin_client import Admin, find_server, make_admin_config
+from harness import LbTestCase, wait_for
+
+WAIT = 10.0
+CHECK = {"check": "tcp", "check_interval": "300ms", "check_timeout": "200ms", "rise": 2,
+         "fall": 2, "min_servers": 0}
+
+
+def log_time(ev):
+    return datetime.datetime.strptime(ev["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+class Load:
+    """New connections at `rate` per second from a thread, each reading the
+    backend's name: how many were served and which failed (and how)."""
+
+    def __init__(self, port, rate=200, limit_s=20.0):
+        self.port, self.rate, self.limit_s = port, rate, limit_s
+        self.ok, self.failed = 0, []
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        start = time.monotonic()
+        n = 0
+        while not self.stop_ev.is_set() and time.monotonic() - start < self.limit_s:
+            try:
+                name = harness.fetch_name(self.port, timeout=2.0)
+                if name:
+                    self.ok += 1
+                else:
+                    self.failed.append("empty answer")
+            except OSError as e:
+                self.failed.append(repr(e))
+            n += 1
+            delay = start + n / self.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.thread.join(timeout=10)
+
+
+class TakeoverTest(LbTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = harness.make_tmpdir()
+        self.sock = os.path.join(self.dir, "lb.sock")
+
+    def config(self, pools, **kw):
+        kw.setdefault("shutdown_timeout", "10s")
+        text, admin_port, fports = make_admin_config(pools, control_socket=self.sock, **kw)
+        return text, admin_port, fports
+
+    def start(self, text, admin_port, fports, args=(), **kw):
+        lb = self.start_lb(text, args=args, **kw)
+        lb.admin, lb.admin_port, lb.fports = Admin(admin_port), admin_port, fports
+        return lb
+
+    def takeover(self, text, admin_port, fports, **kw):
+        """lb -x with text; returns the new lb once it has said "go"."""
+        new = self.start(text, admin_port, fports, args=["-x"], **kw)
+        new.wait_event("takeover", role="new")
+        return new
+
+    def test_state_members_and_guard_carry_over(self):
+        a, b = self.named("a"), self.named("b")
+        c, g1, g2 = self.refused(), self.refused(), self.refused()
+        d = self.named("d")
+        text, admin_port, fports = self.config([
+            ("web", [("a", a.port), ("b", b.port), ("c", c.port)], CHECK),
+            ("g", [("g1", g1.port), ("g2", g2.port)], dict(CHECK, min_servers=1)),
+        ])
+        old = self.start(text, admin_port, fports)
+        old.wait_event("server_down", server="c")
+        old.admin.wait_stats(lambda st: find_server(st, "g", "g1")["health"] == "down" and
+                             find_server(st, "g", "g2")["health"] == "down", WAIT, "g1, g2 down")
+        self.assertEqual(old.admin.action("web", "b", "disable").status, 200)
+        r = old.admin.post("/pools/web/servers", body=json.dumps(
+            {"name": "d", "address": f"{harness.HOST}:{d.port}", "weight": 3}),
+            headers={"Content-Type": "application/json"})
+        self.assertEqual(r.status, 201, str(r))
+        old.admin.wait_server("web", "d", lambda s: s["state"] == "up", WAIT, "d up")
+        st = old.admin.stats()
+        held = [s for s in ("g1", "g2") if find_server(st, "g", s)["guarded"]]
+        self.assertEqual(len(held), 1, st)
+
+        new = self.takeover(text, admin_port, fports)
+        ev = new.events("takeover_state")[0]
+        self.assertEqual((ev["servers"], ev["applied"], ev["unreadable"]), ("6", "6", "0"), ev)
+        old.wait_exit()
+        st = new.admin.stats()
+        got = {s: (find_server(st, "web", s)["state"], find_server(st, "web", s)["admin"])
+               for s in ("a", "b", "c", "d")}
+        self.assertEqual(got, {"a": ("up", "none"), "b": ("disabled", "disable"),
+                               "c": ("down", "none"), "d": ("up", "none")})
+        self.assertEqual(find_server(st, "web", "d")["weight"], 3)
+        self.assertEqual([s for s in ("g1", "g2") if find_server(st, "g", s)["guarded"]], held)
+        names = [harness.fetch_name(new.fports["fe_web"]) for _ in range(8)]
+        self.assertEqual(sorted(set(names)), ["a", "d"], names)
+        self.assertEqual(names.count("d"), 6, f"weight 3 against 1: {names}")
+        # c was down already: no transition, however many probes come
+        new.admin.wait_server("web", "c", lambda s: s["checks_total"] >= 3, WAIT, "3 probes of c")
+        self.assertEqual(new.events("server_down"), [])
+        self.assertEqual(new.events("server_up"), [])
+        # the next upgrade goes through the socket the new one took over
+        newer = self.takeover(text, admin_port, fports)
+        new.wait_exit()
+        self.assertEqual(find_server(newer.admin.stats(), "web", "b")["admin"], "disable")
+        newer.stop()
+        self.assertFalse(os.path.exists(self.sock), "the last process leaves no socket behind")
+
+    def test_no_probe_burst(self):
+        backends = [self.named(f"s{i}") for i in range(20)]
+        interval = 2.0
+        text, admin_port, fports = self.config([(
+            "web", [(f"s{i}", b.port) for i, b in enumerate(backends)],
+            dict(CHECK, check_interval="2s", check_timeout="500ms", rise=1, fall=1))])
+        old = self.start(text, admin_port, fports)
+        old.admin.wait_stats(lambda st: all(s["state"] == "up" for s in st["pools"][0]["servers"]),
+                             WAIT, "all up")
+        new = self.takeover(text, admin_port, fports)
+        went = log_time(new.events("takeover", role="new")[0])
+        st = new.admin.stats()
+        elapsed = time.time() - went
+        probed = sum(s["checks_total"] for s in st["pools"][0]["servers"])
+        # spread over 2 s: about 20 * elapsed / 2 probes so far; a burst is 20
+        self.assertLess(elapsed, 0.5, "stats came too late to tell")
+        self.assertLessEqual(probed, 10, f"{probed} of 20 probed within {elapsed:.3f} s")
+        # and every one within its first interval
+        new.admin.wait_stats(lambda st: all(s["checks_total"] >= 1
+                                            for s in st["pools"][0]["servers"]),
+                             interval + 1.0, "every server probed within its interval")
+        self.assertLess(time.time() - went, interval + 0.5)
+        old.wait_exit()
+
+    def test_no_refused_connection_and_open_ones_finish(self):
+        a, b, e = self.named("a"), self.named("b"), self.echo()
+        text, admin_port, fports = self.config(
+            [("web", [("a", a.port), ("b", b.port)], CHECK), ("echo", [("e", e.port)], {})])
+        old = self.start(text, admin_port, fports)
+        held = socket.create_connection((harness.HOST, fports["fe_echo"]), timeout=5)
+        self.addCleanup(held.close)
+        self.assertEqual(harness.roundtrip(held, b"before"), b"before")
+        load = Load(fports["fe_web"], rate=200)
+        wait_for(lambda: load.ok >= 100, WAIT, "100 connections before the hand-over")
+        new = self.takeover(text, admin_port, fports)
+        old.wait_event("takeover", role="old")
+        n_at = load.ok
+        wait_for(lambda: load.ok >= n_at + 200, WAIT, "200 connections after the hand-over")
+        load.stop()
+        self.assertEqual(load.failed, [], f"{len(load.failed)} of {load.ok + len(load.failed)}")
+        # the old process drains: the open connection still works through it
+        self.assertTrue(old.running(), "old process exited with a connection open")
+        self.assertEqual(harness.roundtrip(held, b"after"), b"after")
+        served_new = new.admin.stats()["frontends"]
+        self.assertGreater(sum(f["total_connections"] for f in served_new), 100, served_new)
+        held.close()
+        self.assertEqual(old.wait_exit(), 0)
+        self.assertEqual(harness.fetch_name(fports["fe_web"]) in ("a", "b"), True)
+
+    def test_refusals_and_a_failed_new_process(self):
+        a = self.named("a")
+        # -x needs control_socket
+        plain, _, _ = make_admin_config([("web", [("a", a.port)], {})])
+        path = os.path.join(self.dir, "plain.ini")
+        with open(path, "w") as f:
+            f.write(plain)
+        code, _, err = harness.run_lb(["-c", path, "-x"])
+        self.assertEqual(code, 1)
+        self.assertIn("-x takes over through [global] control_socket, which is not set", err)
+        # nobody to take over from
+        text, admin_port, fports = self.config([("web", [("a", a.port)], {})])
+        path = os.path.join(self.dir, "x.ini")
+        with open(path, "w") as f:
+            f.write(text)
+        code, _, err = harness.run_lb(["-c", path, "-x"])
+        self.assertEqual(code, 1)
+        self.assertIn("event=takeover_failed", err)
+        self.assertIn("No such file or directory (is lb running there?)", err)
+
+        old = self.start(text, admin_port, fports)
+        # a second lb (other ports) on the same control socket
+        other, _, _ = self.config([("web", [("a", a.port)], {})])
+        path = os.path.join(self.dir, "other.ini")
+        with open(path, "w") as f:
+            f.write(other)
+        code, _, err = harness.run_lb(["-c", path])
+        self.assertEqual(code, 1)
+        self.assertIn("another lb answers there (lb -x takes over from it)", err)
+
+        # a new config that cannot start: a frontend on a port in use
+        busy = socket.socket()
+        busy.bind((harness.HOST, 0))
+        busy.listen()
+        self.addCleanup(busy.close)
+        bad = text + f"\n[frontend extra]\nlisten = {harness.HOST}:{busy.getsockname()[1]}\n" \
+                     "pool = web\n"
+        failed = self.start(bad, admin_port, fports, args=["-x"], wait_ready=False,
+                            allowed_errors=("start_failed",))
+        self.assertEqual(failed.wait_exit(), 1)
+        failed.expect_status = 1
+        self.assertIn("is already in use", failed.log())
+        old.wait_event("takeover_aborted")
+        self.assertEqual(harness.fetch_name(fports["fe_web"]), "a")
+        self.assertEqual(old.admin.get("/ready").status, 200)
+        # and the old one can still hand over
+        new = self.takeover(text, admin_port, fports)
+        self.assertEqual(old.wait_exit(), 0)
+        self.assertEqual(new.admin.get("/ready").status, 200)
+
+
+if __name__ == "__main__":
+    harness.main()
