@@ -48,6 +48,7 @@ struct lb_daemon {
     struct lb_gen *gen;                 /* current generation (main's ref);
                                            swapped under state_lock */
     const char *path;                   /* the config file, for reloads */
+    char exe[4096];                     /* this binary's path (SIGUSR2) */
     uint32_t next_id;                   /* next backend id (main) */
     struct lb_limit limit;
     struct lb_worker *workers;

@@ -51,6 +51,7 @@ lb_signals_block(sigset_t *old)
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
@@ -155,6 +156,12 @@ lb_main_on_hup(evutil_socket_t sig, short what, void *arg)
 }
 
 static void
+lb_main_on_usr2(evutil_socket_t sig, short what, void *arg)
+{
+    lb_takeover_spawn(arg);
+}
+
+static void
 lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit)
 {
     const struct conf *c = d->gen->conf;
@@ -188,12 +195,12 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
                c->frontends[i].pool_name);
 }
 
-/* Runs with SIGTERM, SIGINT and SIGHUP blocked (main blocked them); they
+/* Runs with SIGTERM, SIGINT, SIGHUP and SIGUSR2 blocked (main blocked them); they
  * are unblocked, with old, once libevent's handlers for them are added. */
 static int
 lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
 {
-    struct event *sig_ev[3] = { NULL, NULL, NULL };
+    struct event *sig_ev[4] = { NULL, NULL, NULL, NULL };
     const struct conf *c = d->gen->conf;
     uint64_t fd_limit = lb_net_raise_fd_limit();
     char err[256];
@@ -254,7 +261,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     sig_ev[0] = evsignal_new(d->base, SIGTERM, lb_main_on_stop_signal, d);
     sig_ev[1] = evsignal_new(d->base, SIGINT, lb_main_on_stop_signal, d);
     sig_ev[2] = evsignal_new(d->base, SIGHUP, lb_main_on_hup, d);
-    for (int i = 0; i < 3; i++) {
+    sig_ev[3] = evsignal_new(d->base, SIGUSR2, lb_main_on_usr2, d);
+    for (int i = 0; i < 4; i++) {
         if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
             signals_ok = false;
     }
@@ -269,7 +277,10 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
             lb_worker_post(&d->workers[i], LB_WORKER_STOP, NULL);
     } else {
         lb_log(CONF_LOG_INFO, "ready", "workers=%zu", d->nworkers);
-        lb_takeover_finish(d);          /* serving: the old process may go */
+        if (d->takeover != NULL)
+            lb_takeover_finish(d);      /* serving: the old process may go */
+        else if (lb_net_notify("READY=1") == -1)
+            lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
         lb_members_sync(d, d->file_conf);   /* discovery's first rounds */
         status = 0;
     }
@@ -288,7 +299,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         lb_log(CONF_LOG_WARN, "shutdown_timeout", "closed=%llu",
                (unsigned long long)atomic_load(&d->forced_closes));
 out:
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (sig_ev[i] != NULL)
             event_free(sig_ev[i]);
     }
@@ -374,6 +385,13 @@ main(int argc, char **argv)
     d.nworkers = conf->global.workers;
     pthread_mutex_init(&d.state_lock, NULL);
     d.path = path;
+    {
+        /* Named now: once a package replaced the file, /proc/self/exe
+         * names the old one "(deleted)", and SIGUSR2 wants the new one. */
+        ssize_t n = readlink("/proc/self/exe", d.exe, sizeof(d.exe) - 1);
+
+        d.exe[n > 0 ? n : 0] = '\0';
+    }
     /* The file's config stays as read: each generation is a copy of it
      * with the pools' members added (members.c); at start there are none. */
     if ((d.file_conf = conf_dup(conf)) == NULL) {

@@ -403,6 +403,10 @@ int lb_takeover_admin_fd(struct lb_daemon *d, const struct conf_addr *addr);
  * for its word and frees d->takeover. */
 void lb_takeover_finish(struct lb_daemon *d);
 
+/* SIGUSR2: starts the binary this process was started from, as it is on
+ * disk now (an upgraded package's), with -c CONFIG -x: it takes over. */
+void lb_takeover_spawn(struct lb_daemon *d);
+
 /* The control socket ([global] control_socket), on main's loop: the
  * socket of a hand-over or a fresh one. -1 with err set (another lb
  * answers at the path). Stop unlinks it unless it was handed over. */

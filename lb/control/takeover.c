@@ -32,12 +32,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -456,6 +458,48 @@ lb_control_stop(struct lb_daemon *d)
     d->control = NULL;
 }
 
+void
+lb_takeover_spawn(struct lb_daemon *d)
+{
+    const char *why = NULL;
+    char config[PATH_MAX];
+    pid_t child;
+    int status = 0;
+
+    if (d->control == NULL)
+        why = "control_socket is not set";
+    else if (d->control->peer >= 0)
+        why = "a hand-over is in progress";
+    else if (d->shutdown_timer_ev != NULL || d->withdraw_ev != NULL)
+        why = "stopping";
+    else if (d->exe[0] == '\0' || realpath(d->path, config) == NULL)
+        why = "cannot name the binary or the config file";
+    if (why != NULL) {
+        lb_log(CONF_LOG_WARN, "upgrade_refused", "reason=\"%s\"", why);
+        return;
+    }
+    lb_log(CONF_LOG_INFO, "upgrade", "binary=%s config=%s", d->exe, config);
+    /* Twice forked: the new process is nobody's child here (no zombie to
+     * reap if it fails) and stays in this process's cgroup, where systemd
+     * takes its MAINPID. Between fork and exec only async-signal-safe
+     * calls: descriptors beyond stderr are not the new process's. */
+    child = fork();
+    if (child == 0) {
+        char *argv[] = { d->exe, "-c", config, "-x", NULL };
+        pid_t grandchild = fork();
+
+        if (grandchild != 0)
+            _exit(grandchild < 0 ? 1 : 0);
+        close_range(3, ~0U, 0);
+        execv(d->exe, argv);
+        _exit(127);
+    }
+    while (child > 0 && waitpid(child, &status, 0) == -1 && errno == EINTR)
+        ;
+    if (child < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        lb_log(CONF_LOG_WARN, "upgrade_refused", "reason=\"cannot start a process\"");
+}
+
 /* ------------------------------------------------- the new process's side */
 
 void
@@ -758,9 +802,16 @@ lb_takeover_finish(struct lb_daemon *d)
             ? lb_takeover_recv(t->fd, buf, sizeof(buf), fds, &nfds) : -1;
     for (size_t i = 0; n >= 0 && i < nfds; i++)
         close(fds[i]);
-    if (n > 0 && strcmp(buf, "bye") == 0)
+    if (n > 0 && strcmp(buf, "bye") == 0) {
+        char state[64];
+
         lb_log(CONF_LOG_INFO, "takeover", "role=new from_version=%s", t->version);
-    else
+        /* Under systemd (NotifyAccess=all) this process is the service's
+         * main one from now on. */
+        snprintf(state, sizeof(state), "MAINPID=%d\nREADY=1", (int)getpid());
+        if (lb_net_notify(state) == -1)
+            lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
+    } else
         lb_log(CONF_LOG_WARN, "takeover_unconfirmed", "detail=\"the old process did not "
                "confirm that it stopped accepting; both may serve until it ends\"");
     d->takeover = NULL;

@@ -121,6 +121,13 @@ int lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, siz
 /* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
 uint64_t lb_net_raise_fd_limit(void);
 
+/* Tells the service manager (systemd's sd_notify protocol: one datagram of
+ * "KEY=VALUE" lines to the socket in $NOTIFY_SOCKET, "@" for an abstract
+ * name) state, e.g. "READY=1". Written here rather than linking
+ * libsystemd for one sendto(). 0, also without $NOTIFY_SOCKET; -1 with
+ * errno when the datagram could not be sent. Any thread. */
+int lb_net_notify(const char *state);
+
 /* ------------------------------------------------------------ mailbox.c
  * The one way threads talk: a queue of fixed-size messages to the thread
  * that runs an event_base. Any thread posts a copy of a message; the owner

@@ -1,5 +1,6 @@
 /*
- * net.c - socket helpers: address text, listening sockets, fd limit.
+ * net.c - socket helpers: address text, listening sockets, fd limit, the
+ * service manager's notify socket.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,7 +9,9 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -127,4 +130,32 @@ lb_net_raise_fd_limit(void)
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
     return rl.rlim_cur;
+}
+
+int
+lb_net_notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    size_t len;
+    ssize_t n;
+    int fd;
+
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    len = strlen(path);
+    if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sun.sun_path)) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(sun.sun_path, path, len);
+    if (path[0] == '@')
+        sun.sun_path[0] = '\0';        /* an abstract name */
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    n = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun,
+               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+    close(fd);
+    return n < 0 ? -1 : 0;
 }

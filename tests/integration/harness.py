@@ -631,8 +631,9 @@ class Lb:
     unless it already exited, then check()s it. allowed_errors names the
     level=error events this test provokes on purpose."""
 
-    def __init__(self, config_text, port=None, allowed_errors=(), args=()):
+    def __init__(self, config_text, port=None, allowed_errors=(), args=(), env=None):
         self.args = list(args)          # after -c FILE (-x: a hand-over)
+        self.env = env                  # added to the environment
         self.dir = make_tmpdir()
         self.config_path = os.path.join(self.dir, "lb.ini")
         with open(self.config_path, "w") as f:
@@ -662,6 +663,7 @@ class Lb:
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
             self.proc = subprocess.Popen(
                 [LB_BIN, "-c", self.config_path] + self.args, stdin=subprocess.DEVNULL,
+                env=None if self.env is None else dict(os.environ, **self.env),
                 stdout=out, stderr=err, cwd=self.dir, start_new_session=True,
                 preexec_fn=limit)
         if wait_ready:
@@ -1134,8 +1136,8 @@ class LbTestCase(unittest.TestCase):
         return lb
 
     def start_lb(self, config_text, port=None, allowed_errors=(), wait_ready=True, nofile=None,
-                 args=()):
-        lb = Lb(config_text, port=port, allowed_errors=allowed_errors, args=args)
+                 args=(), env=None):
+        lb = Lb(config_text, port=port, allowed_errors=allowed_errors, args=args, env=env)
         lb.nofile = nofile
         self.addCleanup(lb.close)
         lb.start(wait_ready=wait_ready)

@@ -11,12 +11,15 @@ control_socket, without a refused connection and without forgetting.
   state came along are first probed at random points of their interval;
 - the old process stops accepting, lets its open connections finish and
   exits; new connections at 200/s during the hand-over all succeed;
+- SIGUSR2 starts the binary anew from disk with -x (the upgrade path under
+  systemd): the new process tells $NOTIFY_SOCKET its MAINPID;
 - what cannot work is refused with the reason, and a new process that
   fails leaves the old one serving as before."""
 
 import datetime
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -33,6 +36,28 @@ CHECK = {"check": "tcp", "check_interval": "300ms", "check_timeout": "200ms", "r
 def log_time(ev):
     return datetime.datetime.strptime(ev["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
+
+
+def stop_pid(pid, timeout=10.0):
+    """SIGTERM to a process that is not our child (the new process of an
+    upgrade), then waits until it is gone or a zombie nobody reaps."""
+    def gone():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+    if gone():
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        wait_for(gone, timeout, f"pid {pid} to exit")
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        raise
 
 
 class Load:
@@ -186,6 +211,41 @@ class TakeoverTest(LbTestCase):
         held.close()
         self.assertEqual(old.wait_exit(), 0)
         self.assertEqual(harness.fetch_name(fports["fe_web"]) in ("a", "b"), True)
+
+    def test_sigusr2_starts_the_new_binary_which_tells_systemd(self):
+        a = self.named("a")
+        notify_path = os.path.join(self.dir, "notify")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.settimeout(WAIT)
+        self.addCleanup(notify.close)
+        text, admin_port, fports = self.config([("web", [("a", a.port)], {})])
+        old = self.start(text, admin_port, fports, env={"NOTIFY_SOCKET": notify_path})
+        self.assertEqual(notify.recv(256), b"READY=1")
+        old.send_signal(signal.SIGUSR2)
+        msg = notify.recv(256).decode()
+        self.assertRegex(msg, r"^MAINPID=\d+\nREADY=1$")
+        pid = int(msg.split("\n")[0].split("=")[1])
+        self.addCleanup(stop_pid, pid)
+        self.assertNotEqual(pid, old.pid)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")[:-1]
+        self.assertEqual(argv[0], os.path.realpath(harness.LB_BIN).encode())
+        self.assertEqual(argv[1:], [b"-c", os.path.realpath(old.config_path).encode(), b"-x"])
+        # both processes log to the old one's stderr: the new one inherited it
+        ev = old.wait_event("upgrade")[0]
+        self.assertEqual(ev["binary"], os.path.realpath(harness.LB_BIN))
+        old.wait_event("takeover", role="new")
+        self.assertEqual(old.wait_exit(), 0)
+        self.assertEqual(harness.fetch_name(fports["fe_web"]), "a")
+        stop_pid(pid)
+        # without control_socket there is nothing to hand over to
+        plain, admin2, fports2 = make_admin_config([("web", [("a", a.port)], {})])
+        lone = self.start(plain, admin2, fports2)
+        lone.send_signal(signal.SIGUSR2)
+        ev = lone.wait_event("upgrade_refused")[0]
+        self.assertEqual(ev["reason"], "control_socket is not set")
+        lone.assert_running()
 
     def test_refusals_and_a_failed_new_process(self):
         a = self.named("a")
