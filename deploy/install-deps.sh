@@ -5,8 +5,8 @@
 # only: no service is started), mariadb-server, postgresql and redis-server
 # for the protocol checks' tests (which start their own servers on free
 # ports; on a machine with systemd the packages also start their system
-# services, which the tests do not use), keepalived and iproute2 for the
-# tier tests in network namespaces, clang and its runtime libraries for
+# services, which the tests do not use), keepalived, bird2 and iproute2
+# for the tier tests in network namespaces (VRRP, BGP), clang and its runtime libraries for
 # the fuzz targets: libFuzzer and the sanitizers are in libclang-rt-14-dev,
 # which clang only recommends). Safe to run again: it calls apt-get only when something is
 # missing.
@@ -15,7 +15,7 @@ set -euo pipefail
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
-           keepalived iproute2 clang libclang-rt-14-dev)
+           keepalived bird2 iproute2 clang libclang-rt-14-dev)
 fi
 
 missing=()

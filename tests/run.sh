@@ -80,7 +80,7 @@ fi
 
 echo "== tests: optimised build"
 (cd build && ctest --output-on-failure)
-# The tier tests (network namespaces, keepalived) run once, in the
+# The tier tests (network namespaces, keepalived, BIRD) run once, in the
 # optimised build: they test the engines around lb more than its memory.
 echo "== tests: ASan + UBSan build"
 (cd build-asan && ctest --output-on-failure -E '^integration/test_tier_')

@@ -7,10 +7,12 @@ all by name. Processes run inside a node with `ip netns exec`, which execs
 them: the pid is the process's own, and the tests stop them by it.
 
 Run inside a namespace, this file plays two roles of its own:
-  tier.py backend NAME PORT       HTTP on 127.0.0.1:PORT, answering NAME
-  tier.py client ADDR PORT SECS   a new connection every 10 ms for SECS
-                                  seconds, one line each: TIME RESULT (the
-                                  name that answered, or ERR:why)
+  tier.py backend NAME PORT [BIND]      HTTP on BIND:PORT (127.0.0.1 by
+                                        default), answering NAME
+  tier.py client ADDR PORT SECS [SRC]   a new connection every 10 ms for
+                                        SECS seconds (from address SRC),
+                                        one line each: TIME RESULT (the
+                                        name that answered, or ERR:why)
 """
 
 import os
@@ -32,11 +34,11 @@ def sh(*args):
     return r.stdout
 
 
-def missing():
+def missing(tools=("ip", "keepalived", "curl")):
     """Why the tier tests cannot run here, or None."""
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
-    for tool in ("ip", "keepalived", "curl"):
+    for tool in tools:
         if shutil.which(tool) is None:
             return f"needs {tool}"
     try:
@@ -75,6 +77,18 @@ class Tier:
         sh("ip", "-n", ns, "addr", "add", f"{SUBNET}.{host}/24", "dev", dev)
         sh("ip", "-n", ns, "link", "set", dev, "up")
         return ns
+
+    def link(self, name_a, ns_a, addr_a, name_b, ns_b, addr_b):
+        """A veth pair between two namespaces, NAME_A0 with ADDR_A (CIDR) in
+        ns_a and NAME_B0 with ADDR_B in ns_b: a link of its own, off the
+        bridge."""
+        dev_a, dev_b = f"{name_a}{name_b}0", f"{name_b}{name_a}0"
+        sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
+           "netns", ns_b)
+        for ns, dev, addr in ((ns_a, dev_a, addr_a), (ns_b, dev_b, addr_b)):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+        return dev_a, dev_b
 
     def run(self, ns, args, log_path=None, **kw):
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
@@ -118,10 +132,10 @@ def client_results(out):
 
 # ------------------------------------------------------------ the roles
 
-def _backend(name, port):
+def _backend(name, port, bind="127.0.0.1"):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
+    s.bind((bind, port))
     s.listen(128)
 
     def serve(c):
@@ -145,12 +159,13 @@ def _backend(name, port):
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
-def _client(addr, port, secs):
+def _client(addr, port, secs, source=None):
     end = time.time() + secs
     while time.time() < end:
         t = time.time()
         try:
-            s = socket.create_connection((addr, port), timeout=2)
+            s = socket.create_connection((addr, port), timeout=2,
+                                         source_address=(source, 0) if source else None)
             s.sendall(b"GET / HTTP/1.1\r\nHost: tier\r\n\r\n")
             d = b""
             while True:
@@ -168,6 +183,6 @@ def _client(addr, port, secs):
 
 if __name__ == "__main__":
     if sys.argv[1] == "backend":
-        _backend(sys.argv[2], int(sys.argv[3]))
+        _backend(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
     elif sys.argv[1] == "client":
-        _client(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        _client(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), *sys.argv[5:6])
