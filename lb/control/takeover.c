@@ -12,9 +12,10 @@
  *   listen SET                 + sockets of one frontend address (SCM_RIGHTS)
  *   admin                      + the admin port's socket
  *   control                    + the control socket itself
- *   state                      + lines: the state file's body (state.c) and
- *                                the members (members.c), in messages of
- *                                at most LB_TAKEOVER_MSG_MAX bytes
+ *   state                      + lines: the state file's body (state.c),
+ *                                the members (members.c) and the
+ *                                heartbeats that lower a server, in
+ *                                messages of at most LB_TAKEOVER_MSG_MAX
  *   end
  *
  * The new process builds its first generation on those sockets, with the
@@ -195,6 +196,44 @@ lb_control_send_lines(int fd, const char *text, size_t len)
     return rc;
 }
 
+/* The heartbeats that keep a server out or warning ("beat POOL NAME
+ * warn|fail EXPIRED"): a heartbeat may lower a server's health, and the
+ * new process must not raise it by forgetting the report. malloc'd. */
+static char *
+lb_control_beats(struct lb_daemon *d, size_t *len)
+{
+    size_t cap = 256;
+    char *text = malloc(cap);
+
+    *len = 0;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; text != NULL && i < d->gen->nservers; i++) {
+        const struct lb_server *srv = d->gen->servers[i];
+        const struct lb_backend *b = srv->b;
+        int k;
+
+        if (srv->pool->conf->heartbeat_ttl_ms == 0 ||
+            (b->beat != BAL_BEAT_WARN && b->beat != BAL_BEAT_FAIL))
+            continue;
+        if (cap - *len < LB_STATE_LINE_MAX) {
+            char *grown = realloc(text, cap * 2);
+
+            if (grown == NULL) {
+                free(text);
+                text = NULL;
+                break;
+            }
+            text = grown;
+            cap *= 2;
+        }
+        k = snprintf(text + *len, cap - *len, "beat %s %s %s %d\n", srv->pool->conf->name,
+                     srv->conf->name, bal_beat_name(b->beat), b->is_beat_expired);
+        *len += (size_t)k;
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    return text;
+}
+
 /* Everything the new process needs, in order; -1 on a send failure. */
 static int
 lb_control_send_all(struct lb_control *c)
@@ -202,8 +241,8 @@ lb_control_send_all(struct lb_control *c)
     struct lb_daemon *d = c->d;
     const struct lb_gen *g = d->gen;
     char msg[128];
-    char *state, *members;
-    size_t nstate, lstate, lmembers;
+    char *state, *members, *beats;
+    size_t nstate, lstate, lmembers, lbeats;
     int fd = c->peer, rc = 0, afd;
 
     snprintf(msg, sizeof(msg), "lb-takeover 1 %s", LB_VERSION);
@@ -233,13 +272,17 @@ lb_control_send_all(struct lb_control *c)
         return -1;
     state = lb_state_lines(d, &lstate, &nstate);
     members = lb_members_text(d, &lmembers);
-    rc = state != NULL && members != NULL ? 0 : -1;
+    beats = lb_control_beats(d, &lbeats);
+    rc = state != NULL && members != NULL && beats != NULL ? 0 : -1;
     if (rc == 0)
         rc = lb_control_send_lines(fd, state, lstate);
     if (rc == 0)
         rc = lb_control_send_lines(fd, members, lmembers);
+    if (rc == 0)
+        rc = lb_control_send_lines(fd, beats, lbeats);
     free(state);
     free(members);
+    free(beats);
     if (rc == 0)
         rc = lb_takeover_send_text(fd, "end");
     return rc;
@@ -747,6 +790,28 @@ lb_takeover_state_line(const char *line, void *arg)
     return 0;
 }
 
+/* A heartbeat's report, kept: its TTL starts anew in this process (the
+ * tick's first look), so an expired one stays failed until a report. */
+static int
+lb_takeover_beat_line(const char *line, void *arg)
+{
+    struct lb_gen *g = arg;
+    char pool[CONF_NAME_MAX + 1], name[CONF_NAME_MAX + 1], beat[8];
+    struct lb_server *srv;
+    int expired;
+
+    if (sscanf(line, "beat %63s %63s %7s %d", pool, name, beat, &expired) != 4 ||
+        (srv = lb_gen_find_server(g, pool, name)) == NULL ||
+        srv->pool->conf->heartbeat_ttl_ms == 0)
+        return 0;
+    if (strcmp(beat, bal_beat_name(BAL_BEAT_FAIL)) == 0)
+        srv->b->beat = BAL_BEAT_FAIL;
+    else if (strcmp(beat, bal_beat_name(BAL_BEAT_WARN)) == 0)
+        srv->b->beat = BAL_BEAT_WARN;
+    srv->b->is_beat_expired = srv->b->beat == BAL_BEAT_FAIL && expired == 1;
+    return 0;
+}
+
 void
 lb_takeover_state(struct lb_daemon *d, struct lb_gen *g)
 {
@@ -755,6 +820,7 @@ lb_takeover_state(struct lb_daemon *d, struct lb_gen *g)
 
     if (lb_takeover_each_line(d->takeover, "server ", lb_takeover_state_line, &a) == 0)
         applied = lb_state_apply(g, a.saved, a.n, true);
+    (void)lb_takeover_each_line(d->takeover, "beat ", lb_takeover_beat_line, g);
     lb_log(CONF_LOG_INFO, "takeover_state", "from_version=%s listen_sets=%zu servers=%zu "
            "applied=%zu unreadable=%zu", d->takeover->version, d->takeover->nlistens, a.n,
            applied, a.bad);

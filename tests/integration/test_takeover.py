@@ -4,9 +4,9 @@ control_socket, without a refused connection and without forgetting.
 - the new process gets the listening sockets (the same kernel sockets, so
   nothing queued on them is lost), the admin port and the control socket;
 - every server keeps its state: down stays down with no "first probe
-  decides", disabled stays disabled, the guard holds the same server, the
-  admin API's members and weights are in the pools from the first
-  connection on;
+  decides", disabled stays disabled, the guard holds the same server, a
+  heartbeat's "fail" keeps its server out, the admin API's members and
+  weights are in the pools from the first connection on;
 - the new process does not probe the pool in one burst: servers whose
   state came along are first probed at random points of their interval;
 - the old process stops accepting, lets its open connections finish and
@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -119,10 +120,11 @@ class TakeoverTest(LbTestCase):
     def test_state_members_and_guard_carry_over(self):
         a, b = self.named("a"), self.named("b")
         c, g1, g2 = self.refused(), self.refused(), self.refused()
-        d = self.named("d")
+        d, h = self.named("d"), self.named("h")
         text, admin_port, fports = self.config([
             ("web", [("a", a.port), ("b", b.port), ("c", c.port)], CHECK),
             ("g", [("g1", g1.port), ("g2", g2.port)], dict(CHECK, min_servers=1)),
+            ("hb", [("h", h.port)], dict(CHECK, heartbeat_ttl="30s")),
         ])
         old = self.start(text, admin_port, fports)
         old.wait_event("server_down", server="c")
@@ -134,13 +136,18 @@ class TakeoverTest(LbTestCase):
             headers={"Content-Type": "application/json"})
         self.assertEqual(r.status, 201, str(r))
         old.admin.wait_server("web", "d", lambda s: s["state"] == "up", WAIT, "d up")
+        # h passes its probes but said it fails: out, and must stay out
+        old.admin.wait_server("hb", "h", lambda s: s["state"] == "up", WAIT, "h up")
+        r = old.admin.post("/pools/hb/servers/h/heartbeat", body=b'{"status":"fail"}')
+        self.assertEqual(r.status, 200, str(r))
+        old.admin.wait_server("hb", "h", lambda s: s["state"] == "down", WAIT, "h down")
         st = old.admin.stats()
         held = [s for s in ("g1", "g2") if find_server(st, "g", s)["guarded"]]
         self.assertEqual(len(held), 1, st)
 
         new = self.takeover(text, admin_port, fports)
         ev = new.events("takeover_state")[0]
-        self.assertEqual((ev["servers"], ev["applied"], ev["unreadable"]), ("6", "6", "0"), ev)
+        self.assertEqual((ev["servers"], ev["applied"], ev["unreadable"]), ("7", "7", "0"), ev)
         old.wait_exit()
         st = new.admin.stats()
         got = {s: (find_server(st, "web", s)["state"], find_server(st, "web", s)["admin"])
@@ -149,6 +156,8 @@ class TakeoverTest(LbTestCase):
                                "c": ("down", "none"), "d": ("up", "none")})
         self.assertEqual(find_server(st, "web", "d")["weight"], 3)
         self.assertEqual([s for s in ("g1", "g2") if find_server(st, "g", s)["guarded"]], held)
+        h_now = find_server(st, "hb", "h")
+        self.assertEqual((h_now["state"], h_now["heartbeat"]["status"]), ("down", "fail"), h_now)
         names = [harness.fetch_name(new.fports["fe_web"]) for _ in range(8)]
         self.assertEqual(sorted(set(names)), ["a", "d"], names)
         self.assertEqual(names.count("d"), 6, f"weight 3 against 1: {names}")
@@ -202,6 +211,11 @@ class TakeoverTest(LbTestCase):
         n_at = load.ok
         wait_for(lambda: load.ok >= n_at + 200, WAIT, "200 connections after the hand-over")
         load.stop()
+        asked = log_time(old.events("takeover_asked")[0])
+        went = log_time(new.events("takeover", role="new")[0])
+        print(f"measured: hand-over in {(went - asked) * 1000:.0f} ms (asked to go); "
+              f"{len(load.failed)} of {load.ok + len(load.failed)} connections at 200/s failed",
+              file=sys.stderr)
         self.assertEqual(load.failed, [], f"{len(load.failed)} of {load.ok + len(load.failed)}")
         # the old process drains: the open connection still works through it
         self.assertTrue(old.running(), "old process exited with a connection open")

@@ -117,7 +117,11 @@ class BgpTest(LbTestCase):
 
     @classmethod
     def router_bird(cls):
+        """The router's BIRD, and each node's: their sessions stay up for
+        the whole class; each case starts its own lbs and lb-bgp-ready."""
         cls.bird("r", deploy_file("bird-router.conf"))
+        cls.node_birds = {n: cls.bird(n, deploy_file("bird.conf", host))
+                          for n, host in NODES.items()}
 
     @classmethod
     def tearDownClass(cls):
@@ -126,11 +130,10 @@ class BgpTest(LbTestCase):
     def setUp(self):
         super().setUp()
         self.run_id = next(RUNS)
-        self.lbs, self.readys, self.node_birds = {}, {}, {}
+        self.lbs, self.readys = {}, {}
         self.addCleanup(self.stop_all)
-        for n, host in NODES.items():
+        for n in NODES:
             self.start_lb(n)
-            self.node_birds[n] = self.bird(n, deploy_file("bird.conf", host))
             self.readys[n] = self.tier.run(
                 self.ns[n], [os.path.join(harness.SOURCE_DIR, "deploy", "bgp", "lb-bgp-ready"),
                              "http://127.0.0.1:9900/ready", "lb_vip", "0.2"],
@@ -149,10 +152,7 @@ class BgpTest(LbTestCase):
                 [f"server = {name} {addr}:9001" for name, addr in BACKENDS.items()] +
                 ["check = http", "check_interval = 200ms", "check_timeout = 150ms", "rise = 1",
                  "fall = 1", "min_servers = 0", ""]))
-        log = self.lb_log(n)
-        self.lbs[n] = self.tier.run(self.ns[n], [harness.LB_BIN, "-c", conf], log)
-        wait_for(lambda: os.path.exists(log) and b"event=ready" in open(log, "rb").read(),
-                 WAIT, f"lb on {n} to be ready")
+        self.lbs[n] = self.tier.run_lb(self.ns[n], conf, self.lb_log(n), harness.LB_BIN, WAIT)
 
     def lb_log(self, n):
         return os.path.join(self.dir, f"lb-{n}-{self.run_id}.log")
@@ -165,13 +165,11 @@ class BgpTest(LbTestCase):
             self.tier.stop(p)
         for p in self.lbs.values():
             self.tier.stop(p, signal.SIGINT)        # SIGINT: no withdraw_delay
-        for p, _ in self.node_birds.values():
-            self.tier.stop(p)
+        for n, (_, sock) in self.node_birds.items():   # what a stopped script left
+            tier.sh("ip", "netns", "exec", self.ns[n], "birdc", "-s", sock, "disable", "lb_vip")
         for n in NODES:
-            with open(self.lb_log(n), errors="replace") as f:
-                text = f.read()
-            for marker in harness.SANITIZER_MARKERS:
-                self.assertNotIn(marker, text, f"lb on {n}: a sanitizer report")
+            self.assertIsNone(tier.sanitizer_report(self.lb_log(n), harness.SANITIZER_MARKERS),
+                              f"lb on {n}: a sanitizer report")
         # the router forgets the nodes before the next case starts them
         wait_for(lambda: self.next_hops() == set(), WAIT, "the router to drop both nodes")
 
@@ -198,7 +196,7 @@ class BgpTest(LbTestCase):
         out, _ = p.communicate(timeout=secs + 30)
         return tier.client_results(out.decode())
 
-    def during(self, fault, secs=5.0, at=1.0):
+    def during(self, fault, secs=4.0, at=1.0):
         """The client for secs, the fault at `at` s; returns (rows, t_fault)."""
         p = self.tier.run(self.ns["c"], [sys.executable, tier.__file__, "client", VIP,
                                          str(PORT), str(secs)], stdout=subprocess.PIPE)

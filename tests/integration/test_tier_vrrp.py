@@ -104,10 +104,7 @@ class VrrpTest(LbTestCase):
                 "[pool web]", "server = be 127.0.0.1:9001", "check = http",
                 "check_interval = 200ms", "check_timeout = 150ms", "rise = 1", "fall = 1",
                 "min_servers = 0", ""]))
-        log = self.lb_log(n)
-        self.lbs[n] = self.tier.run(self.ns[n], [harness.LB_BIN, "-c", conf], log)
-        wait_for(lambda: os.path.exists(log) and b"event=ready" in open(log, "rb").read(),
-                 WAIT, f"lb on {n} to be ready")
+        self.lbs[n] = self.tier.run_lb(self.ns[n], conf, self.lb_log(n), harness.LB_BIN, WAIT)
 
     def lb_log(self, n):
         return os.path.join(self.dir, f"lb-{n}-{self.run_id}.log")
@@ -120,10 +117,8 @@ class VrrpTest(LbTestCase):
         for p in self.backends.values():
             self.tier.stop(p)
         for n in ("a", "b"):
-            with open(self.lb_log(n), errors="replace") as f:
-                text = f.read()
-            for marker in harness.SANITIZER_MARKERS:
-                self.assertNotIn(marker, text, f"lb on {n}: a sanitizer report")
+            self.assertIsNone(tier.sanitizer_report(self.lb_log(n), harness.SANITIZER_MARKERS),
+                              f"lb on {n}: a sanitizer report")
 
     def client(self, secs):
         """Runs the client on c for secs; [(time, result)]."""

@@ -99,6 +99,17 @@ class Tier:
         self.procs.append(p)
         return p
 
+    def run_lb(self, ns, conf, log_path, lb_bin, timeout):
+        """lb -c conf in ns, its log to log_path; returns it once ready."""
+        p = self.run(ns, [lb_bin, "-c", conf], log_path)
+        deadline = time.time() + timeout
+        while not (os.path.exists(log_path) and b"event=ready" in open(log_path, "rb").read()):
+            if p.poll() is not None or time.time() > deadline:
+                with open(log_path, errors="replace") as f:
+                    raise AssertionError(f"lb in {ns} not ready: {f.read()[-800:]}")
+            time.sleep(0.01)
+        return p
+
     def stop(self, p, sig=signal.SIGTERM, timeout=20):
         if p.poll() is None:
             p.send_signal(sig)
@@ -119,6 +130,13 @@ class Tier:
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
         self.namespaces = []
+
+
+def sanitizer_report(log_path, markers):
+    """The first sanitizer marker in an lb's log, or None."""
+    with open(log_path, errors="replace") as f:
+        text = f.read()
+    return next((m for m in markers if m in text), None)
 
 
 def client_results(out):
