@@ -6,7 +6,9 @@
 # for the protocol checks' tests (which start their own servers on free
 # ports; on a machine with systemd the packages also start their system
 # services, which the tests do not use), keepalived, bird2 and iproute2
-# for the tier tests in network namespaces (VRRP, BGP), clang and its runtime libraries for
+# for the tier tests in network namespaces (VRRP, BGP), man-db and systemd
+# for the package test (man -l, systemd-analyze security; systemd need not
+# be running), clang and its runtime libraries for
 # the fuzz targets: libFuzzer and the sanitizers are in libclang-rt-14-dev,
 # which clang only recommends). Safe to run again: it calls apt-get only when something is
 # missing.
@@ -15,7 +17,7 @@ set -euo pipefail
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
-           keepalived bird2 iproute2 clang libclang-rt-14-dev)
+           keepalived bird2 iproute2 man-db systemd clang libclang-rt-14-dev)
 fi
 
 missing=()

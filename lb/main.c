@@ -6,6 +6,8 @@
  *                   config's control_socket (an upgrade; takeover.c)
  *   lb -t -c FILE   check the config: "configuration OK" and 0, or one
  *                   "FILE:LINE: message" per problem and 1
+ *   lb -r -c FILE   ask the lb running with FILE to reload it, through
+ *                   its admin port: 0 when it did, 1 with the reason
  *
  * The main thread owns the daemon object, the current generation and the
  * signal events; the workers do all the data-path work.
@@ -34,12 +36,13 @@ static void
 lb_usage(FILE *out)
 {
     fprintf(out,
-            "usage: lb [-t | -x] -c FILE\n"
-            "  -c FILE  configuration file (INI)\n"
-            "  -t       check the configuration and exit\n"
-            "  -x       take over from the lb running on control_socket\n"
-            "  -v       print the version and exit\n"
-            "  -h       this help\n");
+            "usage: lb [-t | -r | -x] -c FILE\n"
+            "  -c, --config FILE  configuration file (INI)\n"
+            "  -t, --test         check the configuration and exit\n"
+            "  -r, --reload       ask the lb running with FILE to reload it (POST /reload)\n"
+            "  -x, --takeover     take over from the lb running on control_socket\n"
+            "  -v, --version      print the version and exit\n"
+            "  -h, --help         this help\n");
 }
 
 void
@@ -96,6 +99,9 @@ lb_main_stop(struct lb_daemon *d, const char *signame)
 
     lb_log(CONF_LOG_INFO, "shutdown", "signal=%s active=%u shutdown_timeout_ms=%llu", signame,
            atomic_load(&d->limit.active), (unsigned long long)ms);
+    /* After a hand-over the service is the new process's: not stopping. */
+    if (!d->is_handed_over && lb_net_notify("STOPPING=1") == -1)
+        lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
     lb_workers_post(d, LB_WORKER_STOP);
     d->shutdown_timer_ev = evtimer_new(d->base, lb_main_on_shutdown_timeout, d);
     tv.tv_sec = (time_t)(ms / 1000);
@@ -328,24 +334,31 @@ main(int argc, char **argv)
 {
     struct lb_daemon d = { 0 };
     const char *path = NULL;
-    bool test_only = false, is_takeover = false;
+    bool test_only = false, is_takeover = false, is_reload = false;
+    static const struct option longopts[] = {
+        { "config", required_argument, NULL, 'c' }, { "test", no_argument, NULL, 't' },
+        { "reload", no_argument, NULL, 'r' }, { "takeover", no_argument, NULL, 'x' },
+        { "version", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
     struct conf *conf = NULL;
     char *errors = NULL;
     char gen_err[300];
     sigset_t old;
     int opt, status;
 
-    while ((opt = getopt(argc, argv, "c:thvx")) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:rthvx", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c': path = optarg; break;
         case 't': test_only = true; break;
+        case 'r': is_reload = true; break;
         case 'x': is_takeover = true; break;
         case 'v': printf("lb %s\n", LB_VERSION); return 0;
         case 'h': lb_usage(stdout); return 0;
         default: lb_usage(stderr); return 2;
         }
     }
-    if (path == NULL || optind != argc || (test_only && is_takeover)) {
+    if (path == NULL || optind != argc || test_only + is_takeover + is_reload > 1) {
         lb_usage(stderr);
         return 2;
     }
@@ -358,6 +371,11 @@ main(int argc, char **argv)
         conf_free(conf);
         printf("configuration OK\n");
         return 0;
+    }
+    if (is_reload) {
+        status = lb_admin_ask_reload(conf);
+        conf_free(conf);
+        return status;
     }
     if (is_takeover && conf->global.control_socket[0] == '\0') {
         fprintf(stderr, "%s: -x takes over through [global] control_socket, which is not set\n",

@@ -19,6 +19,11 @@ struct lb_daemon;
 struct lb_server;
 struct lb_server_view;
 
+/* lb -r: asks the lb running with config c to reload (POST /reload on
+ * its admin port) and prints the answer: 0 when it reloaded, else 1. */
+struct conf;
+int lb_admin_ask_reload(const struct conf *c);
+
 /* Binds the admin port and starts its thread. Main thread. -1 with err. */
 int lb_admin_start(struct lb_daemon *d, char *err, size_t errlen);
 void lb_admin_stop(struct lb_daemon *d);

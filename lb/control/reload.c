@@ -31,6 +31,7 @@
  * waits for its workers makes exactly one more after it, which reads the
  * file as it is then (a burst of SIGHUPs makes one or two reloads).
  */
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,25 @@ static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                           const char *err, const struct lb_reload_run *run);
 static void lb_reload_next(struct lb_daemon *d);
+
+/* The service manager sees a reload from its start to its end, failed or
+ * not (systemd's RELOADING=1 ... READY=1; MONOTONIC_USEC is what
+ * Type=notify-reload asks for). */
+static void
+lb_reload_notify(bool is_start)
+{
+    char state[96];
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (is_start)
+        snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+                 (unsigned long long)now.tv_sec * 1000000 + (unsigned long long)now.tv_nsec / 1000);
+    else
+        snprintf(state, sizeof(state), "READY=1");
+    if (lb_net_notify(state) == -1)
+        lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
+}
 
 /* Settings that need a restart: the new file's value is replaced by the one
  * in use, and the operator is told. */
@@ -289,6 +309,8 @@ lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
      * one whose hup_ev still waits to run would only make another. */
     if (is_file && d->hup_ev != NULL)
         event_del(d->hup_ev);
+    if (is_file)
+        lb_reload_notify(true);
     pthread_mutex_lock(&d->reload_lock);
     if (is_file)
         ticket = d->reload_asked;       /* every request asked so far */
@@ -466,6 +488,8 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
                trigger, lb_log_quote(qbuf, sizeof(qbuf), err));
     if (rc == 0 && run->is_file)
         lb_state_save(d);
+    if (run->is_file)
+        lb_reload_notify(false);
     pthread_mutex_lock(&d->reload_lock);
     if (run->members_ticket > d->members_done) {
         d->members_done = run->members_ticket;

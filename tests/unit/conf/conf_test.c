@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "conf.h"
+#include "conf_keys.h"
 
 static char dir[64];
 static char path[128];
@@ -785,6 +786,47 @@ test_dup_then_add(void)
     }
 }
 
+/* lb(8) documents every key of the key table (and so every key a new
+ * table entry adds), each as a ".B key" line under its section. */
+static void
+test_man_page_lists_every_key(void)
+{
+    static const char *const sections[CONF_SECTION_KINDS] = {
+        [CONF_SECTION_GLOBAL] = ".SS [global]", [CONF_SECTION_HEALTH] = ".SS [health]",
+        [CONF_SECTION_ADMIN] = ".SS [admin]", [CONF_SECTION_FRONTEND] = ".SS [frontend NAME]",
+        [CONF_SECTION_POOL] = ".SS [pool NAME]",
+    };
+    FILE *f = fopen("deploy/lb.8", "r");
+    char *text = calloc(1, 1 << 16);
+    size_t n = f != NULL && text != NULL ? fread(text, 1, (1 << 16) - 1, f) : 0;
+
+    CHECK(n > 0);
+    for (int kind = 0; n > 0 && kind < CONF_SECTION_KINDS; kind++) {
+        const char *at = strstr(text, sections[kind]), *end;
+        size_t nkeys;
+        const struct conf_key *keys = conf_keys_of(kind, &nkeys);
+
+        CHECK(at != NULL);
+        if (at == NULL)
+            continue;
+        end = strstr(at + 1, "\n.S");      /* the next section or heading */
+        for (size_t i = 0; i < nkeys; i++) {
+            char line[80];
+            const char *hit;
+
+            snprintf(line, sizeof(line), "\n.B %s\n", keys[i].name);
+            hit = strstr(at, line);
+            if (hit == NULL || (end != NULL && hit > end)) {
+                fprintf(stderr, "lb.8: %s lacks \".B %s\"\n", sections[kind], keys[i].name);
+                CHECK(false);
+            }
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    free(text);
+}
+
 static void
 test_file(void)
 {
@@ -1140,6 +1182,7 @@ main(void)
     test_check_timeout();
     test_control_socket();
     test_dup_then_add();
+    test_man_page_lists_every_key();
     test_file();
     test_changed_while_read();
     test_load_quiet_waits();
