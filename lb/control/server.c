@@ -179,8 +179,12 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
         return;
     }
     *in_count += m->in_rotation ? 1 : (size_t)-1;
-    lb_log(m->in_rotation ? CONF_LOG_INFO : CONF_LOG_WARN,
-           m->in_rotation ? "server_up" : "server_down",
+    /* An operator's drain or disable is maintenance, not a failure: its
+     * own event, at info, so that what pages on server_down (warn) does
+     * not page for it. */
+    lb_log(m->in_rotation || m->why == BAL_WHY_ADMIN ? CONF_LOG_INFO : CONF_LOG_WARN,
+           m->in_rotation ? "server_up" : m->why == BAL_WHY_ADMIN ? "server_maintenance"
+                                                                   : "server_down",
            "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
            pc->name, srv->conf->name, srv->conf->addr.text,
            lb_log_quote(qbuf, sizeof(qbuf), lb_why_text(m, srv, cause_reason, why, sizeof(why))),
@@ -396,6 +400,12 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
            !r->passed ? "failed" : r->is_warning ? "warning" : "passed",
            lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms, r->lag_ms);
 
+    /* The first verdict of a server nobody had probed (at start, or added
+     * by a reload) places it: it detects no change, and a 0 s detection
+     * would pull lb_detection_seconds' quantiles down. */
+    bool is_first = srv->b->health.state == BAL_HEALTH_STARTING ||
+                    srv->b->health.state == BAL_HEALTH_PENDING;
+
     change = bal_health_apply(&srv->b->health,
                               !r->passed ? BAL_RESULT_FAIL
                               : r->is_warning ? BAL_RESULT_WARN : BAL_RESULT_PASS,
@@ -411,8 +421,9 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
      * now, when the verdict takes effect. */
     detection_ms = (double)(lb_mono_ms() - srv->b->health.streak_started_ms);
     srv->b->last_detection_ms = detection_ms;
-    lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down : &st->detection_up,
-                    detection_ms);
+    if (!is_first)
+        lb_hist_observe(change == BAL_HEALTH_WENT_DOWN ? &st->detection_down
+                                                       : &st->detection_up, detection_ms);
     if (change == BAL_HEALTH_WENT_DOWN)
         srv->b->down_since_ms = srv->b->health.streak_started_ms;
     lb_pool_decide(d, srv->pool, BAL_CAUSE_HEALTH, srv, r->detail, detection_ms);

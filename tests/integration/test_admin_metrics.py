@@ -277,6 +277,7 @@ class AdminMetricsTest(LbTestCase):
         self.assertGreaterEqual(m1.value("lb_check_lag_seconds_count"), 4)
         down0 = m1.value("lb_detection_seconds_count", direction="down")
         up0 = m1.value("lb_detection_seconds_count", direction="up")
+        self.assertEqual((down0, up0), (0, 0), "the first verdicts are no detections")
 
         hc.crash(p0)
         m2 = lb.admin.wait_metrics(

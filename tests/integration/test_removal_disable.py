@@ -49,8 +49,10 @@ class DisableTest(RemovalTestCase):
         self.assertEqual((st["drained_by_timeout"], st["active_connections"], st["admin"]),
                          (2, 0, "disable"), st)
         wait_for(lambda: a.open_clients == 0, WAIT, "lb to close A's side too")
-        down = lb.wait_event("server_down", server="A")[0]
-        self.assertEqual(down.get("reason"), "operator: disable", down)
+        # maintenance, at info: what pages on server_down must not page
+        down = lb.wait_event("server_maintenance", server="A")[0]
+        self.assertEqual((down.get("reason"), down.get("level")), ("operator: disable", "info"), down)
+        self.assertEqual(lb.events("server_down", server="A"), [])
         self.assertEqual(len(lb.wait_event("server_disable", server="A")), 1)
         # B's connection is untouched.
         sb.wait_rounds_after(time.monotonic(), 3)

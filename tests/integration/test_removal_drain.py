@@ -304,8 +304,8 @@ class DrainTest(RemovalTestCase):
         self.assertEqual((st["state"], st["admin"], st["active_connections"]),
                          ("draining", "drain", 1), st)
         self.assertEqual(find_pool(lb.admin.stats(), self.POOL)["in_rotation"], 2)
-        down = lb.wait_event("server_down", server="A")[0]
-        self.assertEqual(down.get("reason"), "operator: drain", down)
+        down = lb.wait_event("server_maintenance", server="A")[0]
+        self.assertEqual((down.get("reason"), down.get("level")), ("operator: drain", "info"), down)
         self.assert_consistent()
 
         # New connections: none reaches A, all 50 are counted at B and C.
