@@ -188,6 +188,46 @@ lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
     return srv;
 }
 
+/* GET /pools/P/servers/S and GET /pools/P: as /stats shows them. */
+static void
+lb_admin_get_one(struct lb_admin *a, struct evhttp_request *req, const struct lb_admin_verdict *v)
+{
+    struct lb_server_view *view = v->route == LB_ADMIN_ROUTE_SERVER ? lb_admin_view_new() : NULL;
+    struct evbuffer *b = evbuffer_new();
+    struct lb_server *srv = NULL;
+    struct lb_gen *gen = NULL;
+    bool pool_found = false;
+    int rc = -1;
+
+    if (b != NULL && v->route == LB_ADMIN_ROUTE_POOL) {
+        rc = lb_admin_pool_json(a->d, v->pool, b);
+    } else if (b != NULL && view != NULL) {
+        pthread_mutex_lock(&a->d->state_lock);
+        if ((srv = lb_admin_find_server(a->d, v->pool, v->server, &pool_found)) != NULL) {
+            lb_admin_view_take(srv, view);
+            gen = a->d->gen;
+            lb_gen_ref(gen);
+        }
+        pthread_mutex_unlock(&a->d->state_lock);
+        rc = srv != NULL ? 0 : 1;
+        if (srv != NULL) {
+            lb_admin_server_json(a->d, view, b);
+            evbuffer_add(b, "\n", 1);
+            lb_gen_unref(gen);
+        }
+    }
+    if (rc == 0)
+        lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
+    else if (rc == 1)
+        lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
+                       pool_found ? "no such server in this pool" : "no such pool");
+    else
+        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
+    free(view);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
 /* Answers with the JSON of server `name` of pool `pool` in the current
  * generation (after a members reload), or 500 with why it is not there. */
 static void
@@ -671,6 +711,10 @@ lb_admin_on_request(struct evhttp_request *req, void *arg)
         break;
     case LB_ADMIN_ROUTE_READY:
         lb_admin_ready(a, req);
+        break;
+    case LB_ADMIN_ROUTE_POOL:
+    case LB_ADMIN_ROUTE_SERVER:
+        lb_admin_get_one(a, req, &v);
         break;
     default:
         lb_admin_get(a, req, v.route);

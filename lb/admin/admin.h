@@ -38,6 +38,8 @@ int lb_admin_fd(struct lb_daemon *d);
  * held while they are written). -1 when out of memory. Admin thread. */
 int lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out);
 int lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out);
+/* GET /pools/P: the pool as /stats shows it; 1 when there is no such pool. */
+int lb_admin_pool_json(struct lb_daemon *d, const char *pool, struct evbuffer *out);
 
 /* One server: its view is taken under state_lock (lb_admin_view_take),
  * written out without it. The view's storage is the caller's. */

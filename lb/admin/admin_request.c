@@ -646,8 +646,8 @@ lb_admin_body_heartbeat(struct lb_admin_span body, struct lb_admin_verdict *v)
 
 /* ------------------------------------------------------------- routes */
 
-/* The segments of "/pools/P/servers[/S[/ACTION]]": their count (3 to 5),
- * or 0 when the path has another shape. */
+/* The segments of "/pools/P[/servers[/S[/ACTION]]]": their count (2 to
+ * 5), or 0 when the path has another shape. */
 static size_t
 lb_admin_parse_pools_path(struct lb_admin_span path, struct lb_admin_verdict *v,
                           struct lb_admin_span *action)
@@ -665,7 +665,8 @@ lb_admin_parse_pools_path(struct lb_admin_span path, struct lb_admin_verdict *v,
         seg[n++] = (struct lb_admin_span){ path.p + start, i - start };
         start = i + 1;
     }
-    if (n < 3 || !lb_admin_span_eq(seg[0], "pools") || !lb_admin_span_eq(seg[2], "servers"))
+    if (n < 2 || !lb_admin_span_eq(seg[0], "pools") ||
+        (n >= 3 && !lb_admin_span_eq(seg[2], "servers")))
         return 0;
     lb_admin_copy_name(v->pool, seg[1]);
     if (n >= 4)
@@ -675,9 +676,11 @@ lb_admin_parse_pools_path(struct lb_admin_span path, struct lb_admin_verdict *v,
     return n;
 }
 
-/* Routes a /pools/... path; sets *method to the one it takes. */
+/* Routes a /pools/... path; sets *method to the one it takes. A GET of a
+ * pool or a server is a read, as GET /stats is. */
 static void
-lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, const char **method)
+lb_admin_route_pools(struct lb_admin_span path, bool is_get, struct lb_admin_verdict *v,
+                     const char **method)
 {
     static const struct { const char *name; enum lb_admin_action action; } actions[] = {
         { "enable", LB_ADMIN_ACTION_ENABLE },
@@ -688,6 +691,11 @@ lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, cons
     size_t n = lb_admin_parse_pools_path(path, v, &action);
 
     *method = "POST";
+    if (is_get && (n == 2 || n == 3 || n == 4)) {
+        v->route = n == 4 ? LB_ADMIN_ROUTE_SERVER : LB_ADMIN_ROUTE_POOL;
+        *method = "GET";
+        return;
+    }
     if (n == 3) {
         v->route = LB_ADMIN_ROUTE_SERVER_ADD;
         return;
@@ -698,7 +706,7 @@ lb_admin_route_pools(struct lb_admin_span path, struct lb_admin_verdict *v, cons
         return;
     }
     if (n != 5) {
-        lb_admin_refuse(v, 400, "bad path: use /pools/POOL/servers[/SERVER[/ACTION]]");
+        lb_admin_refuse(v, 400, "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]");
         return;
     }
     if (lb_admin_span_eq(action, "weight")) {
@@ -757,10 +765,11 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
         v->route = LB_ADMIN_ROUTE_RELOAD;
     else if (lb_admin_span_eq(path, "/pools") ||
              (path.len > 6 && memcmp(path.p, "/pools/", 7) == 0))
-        lb_admin_route_pools(path, v, &method);
+        lb_admin_route_pools(path, is_get, v, &method);
     else
         lb_admin_refuse(v, 404, "not found");
-    if (v->route == LB_ADMIN_ROUTE_REFUSED)
+    if (v->route == LB_ADMIN_ROUTE_REFUSED || v->route == LB_ADMIN_ROUTE_POOL ||
+        v->route == LB_ADMIN_ROUTE_SERVER)
         return;
     if (!lb_admin_span_eq(h->method, method)) {
         lb_admin_refuse(v, 405, strcmp(method, "DELETE") == 0 ? "method not allowed: use DELETE"

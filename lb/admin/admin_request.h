@@ -40,6 +40,8 @@ enum lb_admin_route {
     LB_ADMIN_ROUTE_SERVER_DELETE,       /* DELETE /pools/P/servers/S */
     LB_ADMIN_ROUTE_SERVER_WEIGHT,       /* POST /pools/P/servers/S/weight */
     LB_ADMIN_ROUTE_HEARTBEAT,           /* POST /pools/P/servers/S/heartbeat */
+    LB_ADMIN_ROUTE_POOL,                /* GET /pools/P (and /pools/P/servers) */
+    LB_ADMIN_ROUTE_SERVER,              /* GET /pools/P/servers/S */
 };
 
 /* A heartbeat's status (its body's "status", default pass). */

@@ -371,6 +371,64 @@ lb_stats_discovery_json(struct evbuffer *out, const struct conf_pool *pc,
     LB_ADD_LIT(out, "}");
 }
 
+/* Pool i of the snapshot, its servers from sn->servers[first]. */
+static void
+lb_stats_pool_json(struct lb_daemon *d, const struct lb_stats_snap *sn, size_t i, size_t first,
+                   struct evbuffer *out)
+{
+    const struct lb_pool *p = &sn->g->pools[i];
+    const struct lb_server_view *v = &sn->servers[first];
+    const struct lb_queue_view *qv = &sn->pools[i].queue;
+
+    LB_ADD_LIT(out, "{\"name\":");
+    lb_json_str(out, p->conf->name);
+    evbuffer_add_printf(out,
+        ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
+        "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,"
+        "\"queue\":{\"depth\":%u,\"max\":%u,\"timeout_ms\":%llu,\"queued_total\":%llu,"
+        "\"timeouts_total\":%llu,\"full_total\":%llu,\"wait_ms_mean\":",
+        conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
+        p->conf->nservers, sn->pools[i].in_rotation,
+        sn->pools[i].is_guard_active ? "true" : "false",
+        bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
+                        p->conf->nservers),
+        (unsigned long long)p->conf->drain_timeout_ms, qv->depth, p->conf->queue_max,
+        (unsigned long long)p->conf->queue_timeout_ms,
+        (unsigned long long)qv->queued_total, (unsigned long long)qv->timeouts_total,
+        (unsigned long long)qv->full_total);
+    lb_json_num(out, qv->wait.count ? qv->wait.sum_ms / (double)qv->wait.count : 0);
+    LB_ADD_LIT(out, "}");
+    if (sn->pools[i].is_discovering)
+        lb_stats_discovery_json(out, p->conf, &sn->pools[i]);
+    LB_ADD_LIT(out, ",\"servers\":[");
+    for (size_t k = 0; k < p->conf->nservers; k++) {
+        if (k)
+            LB_ADD_LIT(out, ",");
+        lb_admin_server_json(d, &v[k], out);
+    }
+    LB_ADD_LIT(out, "]}");
+}
+
+int
+lb_admin_pool_json(struct lb_daemon *d, const char *pool, struct evbuffer *out)
+{
+    struct lb_stats_snap sn;
+    int rc = 1;
+
+    if (lb_stats_snap_take(d, &sn) == -1)
+        return -1;
+    for (size_t i = 0, first = 0; rc == 1 && i < sn.g->conf->npools; i++) {
+        if (strcmp(sn.g->pools[i].conf->name, pool) == 0) {
+            lb_stats_pool_json(d, &sn, i, first, out);
+            evbuffer_add(out, "\n", 1);
+            rc = 0;
+        }
+        first += sn.g->pools[i].conf->nservers;
+    }
+    lb_stats_snap_free(&sn);
+    return rc;
+}
+
 int
 lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -401,40 +459,10 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
     }
     LB_ADD_LIT(out, "],\"pools\":[");
     for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
-        const struct lb_pool *p = &g->pools[i];
-        const struct lb_server_view *v = &sn.servers[first];
-        const struct lb_queue_view *qv = &sn.pools[i].queue;
-
         if (i)
             LB_ADD_LIT(out, ",");
-        LB_ADD_LIT(out, "{\"name\":");
-        lb_json_str(out, p->conf->name);
-        evbuffer_add_printf(out,
-            ",\"balance\":\"%s\",\"check\":\"%s\",\"servers_total\":%zu,\"in_rotation\":%zu,"
-            "\"guard_active\":%s,\"min_servers\":%u,\"drain_timeout_ms\":%llu,"
-            "\"queue\":{\"depth\":%u,\"max\":%u,\"timeout_ms\":%llu,\"queued_total\":%llu,"
-            "\"timeouts_total\":%llu,\"full_total\":%llu,\"wait_ms_mean\":",
-            conf_balance_name(p->conf->balance), conf_check_name(p->conf->check),
-            p->conf->nservers, sn.pools[i].in_rotation,
-            sn.pools[i].is_guard_active ? "true" : "false",
-            bal_guard_floor(p->conf->min_servers.value, p->conf->min_servers.is_percent,
-                            p->conf->nservers),
-            (unsigned long long)p->conf->drain_timeout_ms, qv->depth, p->conf->queue_max,
-            (unsigned long long)p->conf->queue_timeout_ms,
-            (unsigned long long)qv->queued_total, (unsigned long long)qv->timeouts_total,
-            (unsigned long long)qv->full_total);
-        lb_json_num(out, qv->wait.count ? qv->wait.sum_ms / (double)qv->wait.count : 0);
-        LB_ADD_LIT(out, "}");
-        if (sn.pools[i].is_discovering)
-            lb_stats_discovery_json(out, p->conf, &sn.pools[i]);
-        LB_ADD_LIT(out, ",\"servers\":[");
-        for (size_t k = 0; k < p->conf->nservers; k++) {
-            if (k)
-                LB_ADD_LIT(out, ",");
-            lb_admin_server_json(d, &v[k], out);
-        }
-        LB_ADD_LIT(out, "]}");
-        first += p->conf->nservers;
+        lb_stats_pool_json(d, &sn, i, first, out);
+        first += g->pools[i].conf->nservers;
     }
     LB_ADD_LIT(out, "],\"removed_servers\":[");
     for (size_t i = 0; i < sn.nremoved; i++) {

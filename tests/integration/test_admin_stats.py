@@ -117,6 +117,28 @@ class AdminStatsTest(LbTestCase):
         h1 = find_server(st2, "slow", "h1")
         self.assertIsNone(h1["last_check"], f"before the first check ended: {h1}")
 
+    def test_one_pool_and_one_server(self):
+        """GET /pools/P and GET /pools/P/servers/S: what /stats shows of
+        them, without the token (reads, as /stats); 404 for what is not
+        there."""
+        e1, e2 = self.echo("e1"), self.echo("e2")
+        lb = admin_client.start_lb(self, [("web", [("w1", e1), ("w2", e2)], {}),
+                                          ("api", [("a1", e1)], {})], token="s3cret")
+        a = admin_client.Admin(lb.admin_port)          # no token
+        pool = a.get("/pools/web")
+        self.assertEqual((pool.status, pool.media_type()[0]), (200, "application/json"), str(pool))
+        self.assertEqual(pool.json(), find_pool(a.stats(), "web"))
+        self.assertEqual(a.get("/pools/web/servers").json()["name"], "web")
+        srv = a.get("/pools/web/servers/w2")
+        self.assertEqual(srv.status, 200, str(srv))
+        self.assertEqual(srv.json(), find_server(a.stats(), "web", "w2"))
+        self.assertEqual(admin_client.server_problems(srv.json()), [])
+        for path, why in (("/pools/nope", "no such pool"),
+                          ("/pools/nope/servers/w1", "no such pool"),
+                          ("/pools/api/servers/w1", "no such server in this pool")):
+            r = a.get(path)
+            self.assertEqual((r.status, r.json()), (404, {"error": why}), path)
+
     def test_healthz(self):
         e = self.echo()
         lb = admin_client.start_lb(self, [("p", [("s", e)], {})])

@@ -196,7 +196,17 @@ test_routes(void)
         { "GET /pools/web/servers/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 405, 0,
           "method not allowed: use POST", false },
         { "POST /pools HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
-          "bad path: use /pools/POOL/servers[/SERVER[/ACTION]]", false },
+          "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]", false },
+        { "POST /pools/web HTTP/1.1\r\n" H "\r\n", 0, 400, 0,
+          "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]", false },
+        /* reads of one pool or one server, without the token */
+        { "GET /pools/web HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_POOL, NULL, false },
+        { "HEAD /pools/web HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_POOL, NULL, false },
+        { "GET /pools/web/servers HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_POOL, NULL,
+          false },
+        { "GET /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, OK, LB_ADMIN_ROUTE_SERVER,
+          NULL, false },
+        { "GET /pools HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         { "POST /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, 405, 0,
           "method not allowed: use DELETE", false },
         { "DELETE /pools/web/servers/web1 HTTP/1.1\r\n" H "\r\n", 0, OK,
@@ -217,7 +227,7 @@ test_routes(void)
         { "connect /stats HTTP/1.1\r\n" H "\r\n", 0, 405, 0, NULL, false },
         { "GET /pools/web/SERVERS/web1/drain HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
         /* a malformed path is 400 before the method is looked at */
-        { "GET /pools/x HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
+        { "GET /pools/x/y HTTP/1.1\r\n" H "\r\n", 0, 400, 0, NULL, false },
     };
     struct conf_admin a = admin_of("127.0.0.1:9900", "", "");
     struct lb_admin_verdict v;
