@@ -54,6 +54,11 @@ enum conf_log_level {
     CONF_LOG_ERROR,
 };
 
+enum conf_log_target {
+    CONF_LOG_TO_STDERR = 0,         /* with a <N> priority under journald */
+    CONF_LOG_TO_SYSLOG,             /* RFC 5424 datagrams to syslog_socket */
+};
+
 enum conf_check {
     CONF_CHECK_NONE = 0,
     CONF_CHECK_TCP,
@@ -107,6 +112,8 @@ struct conf_global {
                                        conf_load */
     uint32_t max_connections;
     enum conf_log_level log_level;
+    enum conf_log_target log_target;
+    char *syslog_socket;            /* log_target = syslog: where */
     uint64_t shutdown_timeout_ms;
     uint64_t withdraw_delay_ms;     /* SIGTERM: not ready, still serving */
     char *state_file;               /* "" = off (lb/control/state.c) */

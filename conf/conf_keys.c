@@ -60,6 +60,7 @@ static int conf_set_addr(const struct conf_key *k, void *field,
 _Static_assert(sizeof(enum conf_balance) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_check) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_log_target) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_splice) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_discover) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_role) == sizeof(int), "enum size");
@@ -70,6 +71,9 @@ static const char *const conf_balance_names[] = {
 };
 static const char *const conf_log_level_names[] = {
     "debug", "info", "warn", "error", NULL
+};
+static const char *const conf_log_target_names[] = {
+    "stderr", "syslog", NULL
 };
 static const char *const conf_check_names[] = {
     "none", "tcp", "http", "https", "mysql", "pgsql", "redis", NULL
@@ -119,6 +123,8 @@ static const struct conf_key conf_global_keys[] = {
     CONF_COUNT(struct conf_global, workers, "0", 0, 256),
     CONF_COUNT(struct conf_global, max_connections, "10000", 1, 1000000),
     CONF_ENUM(struct conf_global, log_level, "info", conf_log_level_names),
+    CONF_ENUM(struct conf_global, log_target, "stderr", conf_log_target_names),
+    CONF_TYPED(struct conf_global, "syslog_socket", syslog_socket, CONF_TYPE_PATH, "/dev/log", 0),
     CONF_DURATION(struct conf_global, "shutdown_timeout", shutdown_timeout_ms,
                   "30s", 0, CONF_HOURS(1)),
     CONF_DURATION(struct conf_global, "withdraw_delay", withdraw_delay_ms, "0", 0,

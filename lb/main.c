@@ -385,6 +385,10 @@ main(int argc, char **argv)
     }
 
     lb_log_set_level(conf->global.log_level);
+    if (lb_log_set_target(conf->global.log_target, conf->global.syslog_socket, gen_err,
+                          sizeof(gen_err)) == -1)
+        lb_log(CONF_LOG_WARN, "syslog_unavailable", "error=%s detail=\"logging to stderr\"",
+               lb_log_quote((char[600]){ 0 }, 600, gen_err));
     lb_log_route_libevent();
     signal(SIGPIPE, SIG_IGN);   /* a peer's reset must not kill the process */
     if (evthread_use_pthreads() == -1) {

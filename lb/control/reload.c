@@ -125,6 +125,9 @@ lb_reload_keep_restart_settings(const struct conf *cur, struct conf *next)
                cur->admin.listen.text, next->admin.listen.text);
         next->admin.listen = cur->admin.listen;
     }
+    if (next->global.log_target != cur->global.log_target ||
+        strcmp(next->global.syslog_socket, cur->global.syslog_socket) != 0)
+        lb_log(CONF_LOG_WARN, "reload_keeps", "key=log_target detail=\"restart to change where lines go\"");
     if (strcmp(next->global.control_socket, cur->global.control_socket) != 0) {
         char *kept = strdup(cur->global.control_socket);
 

@@ -41,6 +41,12 @@ lb_tv_ms(uint64_t ms)
 
 /* Process-wide: the one piece of global mutable state besides shutdown. */
 void lb_log_set_level(enum conf_log_level level);
+/* Where lines go, once at start, before other threads: stderr (with a
+ * journald priority prefix when JOURNAL_STREAM names stderr), or syslog
+ * at syslog_path. -1 with err set when that socket cannot be reached:
+ * lines then go to stderr. */
+int lb_log_set_target(enum conf_log_target target, const char *syslog_path, char *err,
+                      size_t errlen);
 bool lb_log_enabled(enum conf_log_level level);
 
 /* Writes one line "ts=... level=... event=EVENT <fmt...>" to stderr with a

@@ -1,16 +1,26 @@
 /*
- * log.c - one line per event on stderr, key=value.
+ * log.c - one line per event, key=value: on stderr, or to syslog.
  *
- * Each line is formatted into a stack buffer and written with one write(2):
- * stderr lines of several threads never interleave, and a line longer than
- * the buffer is cut rather than split.
+ * Each line is formatted into a stack buffer and written with one write(2)
+ * (or sent as one datagram): lines of several threads never interleave,
+ * and a line longer than the buffer is cut rather than split.
+ *
+ * On stderr under systemd (JOURNAL_STREAM names stderr) each line starts
+ * with its syslog priority, "<6>" for info, which journald takes for the
+ * line's priority and strips: `journalctl -p warning` shows warnings and
+ * errors. With log_target = syslog, lines go to syslog_socket as RFC 5424
+ * messages of facility daemon; a line the socket refuses goes to stderr.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +31,19 @@
 #define LB_LOG_LINE_MAX 2048
 
 static _Atomic int lb_log_min_level = CONF_LOG_INFO;
+
+/* Where lines go: set once at start (lb_log_set_target), before any
+ * thread but main runs. */
+static bool lb_log_is_journal;          /* stderr is journald's stream */
+static int lb_log_syslog_fd = -1;       /* connected to syslog_socket */
+static char lb_log_host[65] = "-";
+static int lb_log_pid;
+
+/* RFC 5424's severities, by level. */
+static const int lb_log_severity[] = {
+    [CONF_LOG_DEBUG] = 7, [CONF_LOG_INFO] = 6, [CONF_LOG_WARN] = 4, [CONF_LOG_ERROR] = 3,
+};
+#define LB_LOG_FACILITY_DAEMON 3
 
 uint64_t
 lb_mono_ms(void)
@@ -68,6 +91,64 @@ lb_log_enabled(enum conf_log_level level)
            atomic_load_explicit(&lb_log_min_level, memory_order_relaxed);
 }
 
+/* JOURNAL_STREAM is "DEVICE:INODE" of the stream journald gave the service;
+ * it counts only while stderr is still that stream (not redirected). */
+static bool
+lb_log_stderr_is_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+
+    return js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+           fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+           (unsigned long long)st.st_ino == ino;
+}
+
+int
+lb_log_set_target(enum conf_log_target target, const char *syslog_path, char *err,
+                  size_t errlen)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    int fd;
+
+    lb_log_is_journal = lb_log_stderr_is_journal();
+    if (target != CONF_LOG_TO_SYSLOG)
+        return 0;
+    lb_log_pid = (int)getpid();
+    if (gethostname(lb_log_host, sizeof(lb_log_host) - 1) != 0 || lb_log_host[0] == '\0')
+        snprintf(lb_log_host, sizeof(lb_log_host), "-");
+    if (strlen(syslog_path) >= sizeof(sun.sun_path)) {
+        snprintf(err, errlen, "syslog_socket %s: path too long", syslog_path);
+        return -1;
+    }
+    memcpy(sun.sun_path, syslog_path, strlen(syslog_path));
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+        snprintf(err, errlen, "syslog_socket %s: %s", syslog_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    lb_log_syslog_fd = fd;
+    return 0;
+}
+
+static void
+lb_log_write_stderr(const char *line, size_t n)
+{
+    /* stderr may be a pipe that a supervisor reads: retry short writes and
+     * EINTR, give up on anything else (there is nowhere to report it). */
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, line + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
 bool
 lb_log_limit_take(struct lb_log_limit *l, uint32_t *held)
 {
@@ -90,43 +171,65 @@ lb_log_limit_take(struct lb_log_limit *l, uint32_t *held)
 void
 lb_log_emit(enum conf_log_level level, const char *event, const char *fmt, ...)
 {
-    char line[LB_LOG_LINE_MAX];
+    /* Room before the line for the prefix of either target: "<N>", or
+     * RFC 5424's "<PRI>1 TIMESTAMP HOST APP PID MSGID - ". */
+    enum { HEAD = 160 };
+    char buf[HEAD + LB_LOG_LINE_MAX], stamp[40], *line = buf + HEAD;
     struct timeval tv;
     struct tm tm;
-    size_t n;
-    int rc;
+    size_t n, ts_len;
+    int rc, sev = lb_log_severity[level];
     va_list ap;
 
     gettimeofday(&tv, NULL);
     gmtime_r(&tv.tv_sec, &tm);
-    n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
-    rc = snprintf(line + n, sizeof(line) - n, ".%03dZ level=%s event=%s ",
-                  (int)(tv.tv_usec / 1000), conf_log_level_name(level), event);
+    n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + n, sizeof(stamp) - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+    rc = snprintf(line, LB_LOG_LINE_MAX, "ts=%s ", stamp);
+    ts_len = n = rc > 0 ? (size_t)rc : 0;
+    rc = snprintf(line + n, LB_LOG_LINE_MAX - n, "level=%s event=%s ",
+                  conf_log_level_name(level), event);
     if (rc > 0)
         n += (size_t)rc;
-    if (n < sizeof(line)) {
+    if (n < LB_LOG_LINE_MAX) {
         va_start(ap, fmt);
-        rc = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+        rc = vsnprintf(line + n, LB_LOG_LINE_MAX - n, fmt, ap);
         va_end(ap);
         if (rc > 0)
             n += (size_t)rc;
     }
-    if (n > sizeof(line) - 2)
-        n = sizeof(line) - 2;
+    if (n > LB_LOG_LINE_MAX - 2)
+        n = LB_LOG_LINE_MAX - 2;
     while (n > 0 && line[n - 1] == ' ')     /* an empty tail leaves a space */
         n--;
     line[n++] = '\n';
 
-    /* stderr may be a pipe that a supervisor reads: retry short writes and
-     * EINTR, give up on anything else (there is nowhere to report it). */
-    for (size_t off = 0; off < n;) {
-        ssize_t w = write(STDERR_FILENO, line + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
+    if (lb_log_syslog_fd >= 0) {
+        /* The message is the line without its ts= (the header has it) and
+         * its newline; the event's name is the MSGID. */
+        char head[HEAD];
+        int h = snprintf(head, sizeof(head), "<%d>1 %s %s lb %d %.32s - ",
+                         LB_LOG_FACILITY_DAEMON * 8 + sev, stamp, lb_log_host, lb_log_pid,
+                         event);
+        size_t body = n - ts_len - 1;
+
+        if (h > 0 && (size_t)h <= ts_len + HEAD) {
+            char *msg = line + ts_len - h;
+
+            memcpy(msg, head, (size_t)h);
+            if (send(lb_log_syslog_fd, msg, (size_t)h + body, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+                return;
+        }
+        /* refused, or full: the line is not lost, stderr has it */
     }
+    if (lb_log_is_journal) {
+        char pri[4] = { '<', (char)('0' + sev), '>', 0 };
+
+        line -= 3;
+        memcpy(line, pri, 3);
+        n += 3;
+    }
+    lb_log_write_stderr(line, n);
 }
 
 static void

@@ -633,7 +633,8 @@ class Lb:
 
     def __init__(self, config_text, port=None, allowed_errors=(), args=(), env=None):
         self.args = list(args)          # after -c FILE (-x: a hand-over)
-        self.env = env                  # added to the environment
+        self.env = env                  # added to the environment; a value
+                                        # may be fn(stderr_path) -> str
         self.dir = make_tmpdir()
         self.config_path = os.path.join(self.dir, "lb.ini")
         with open(self.config_path, "w") as f:
@@ -663,7 +664,8 @@ class Lb:
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
             self.proc = subprocess.Popen(
                 [LB_BIN, "-c", self.config_path] + self.args, stdin=subprocess.DEVNULL,
-                env=None if self.env is None else dict(os.environ, **self.env),
+                env=None if self.env is None else dict(os.environ, **{
+                    k: v(self.stderr_path) if callable(v) else v for k, v in self.env.items()}),
                 stdout=out, stderr=err, cwd=self.dir, start_new_session=True,
                 preexec_fn=limit)
         if wait_ready:

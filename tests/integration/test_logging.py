@@ -1,8 +1,14 @@
 """The log: one key=value line per event on stderr, with a UTC millisecond
-timestamp, quoted values where needed, and log_level filtering."""
+timestamp, quoted values where needed, and log_level filtering; under
+journald (JOURNAL_STREAM names stderr) each line starts with its syslog
+priority; log_target = syslog sends RFC 5424 datagrams, and stderr takes
+what the socket cannot."""
 
 import datetime
+import os
 import re
+import signal
+import socket
 import time
 
 import harness
@@ -63,6 +69,67 @@ class LoggingTest(LbTestCase):
         self.assertEqual(end.get("bytes_in"), "5", end)     # "live\n" from the server
         self.assertEqual(end.get("bytes_out"), "0", end)
         self.assertEqual(lb.events()[-1].get("event"), "exit", "the last line is event=exit")
+
+    def test_journald_priorities(self):
+        live = self.named("live")
+        text, port = harness.make_config([("live", live)])
+        stream = lambda path: f"{os.stat(path).st_dev}:{os.stat(path).st_ino}"
+        lb = self.start_lb(text, port=port, env={"JOURNAL_STREAM": stream})
+        lb.send_signal(signal.SIGHUP)     # nothing changed: info
+        lb.wait_event("reload")
+        with open(lb.config_path, "a") as f:
+            f.write("bogus = 1\n")                     # a failed reload: error
+        lb.send_signal(signal.SIGHUP)
+        lb.wait_event("reload_failed")
+        lb.allowed_errors.add("reload_failed")
+        self.assertEqual(lb.stop(), 0)
+        prio = {"debug": "7", "info": "6", "warn": "4", "error": "3"}
+        lines = lb.log().splitlines()
+        for line in lines:
+            m = re.match(r"^<(\d)>(ts=\S+ level=(\w+) .*)$", line)
+            self.assertIsNotNone(m, f"no priority: {line!r}")
+            self.assertEqual(m.group(1), prio[m.group(3)], line)
+            self.assertIsNotNone(LINE.match(m.group(2)), line)
+        self.assertTrue(any(l.startswith("<3>") for l in lines))
+        # a JOURNAL_STREAM that is not our stderr (redirected): no prefixes
+        lb2 = self.start_lb(text.replace(f":{port}", f":{harness.free_port()}", 1),
+                            env={"JOURNAL_STREAM": "1:2"})
+        lb2.stop()
+        self.assertTrue(all(LINE.match(l) for l in lb2.log().splitlines()), lb2.log_tail())
+
+    def test_syslog_target(self):
+        live = self.named("live")
+        dir_ = harness.make_tmpdir()
+        path = os.path.join(dir_, "log.sock")
+        sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sink.bind(path)
+        sink.settimeout(5)
+        self.addCleanup(sink.close)
+        text, port = harness.make_config([("live", live)])
+        text = text.replace("[global]", f"[global]\nlog_target = syslog\nsyslog_socket = {path}", 1)
+        lb = self.start_lb(text, port=port, wait_ready=False)
+        got = []
+        while not any(" ready - " in g for g in got):
+            got.append(sink.recv(4096).decode())
+        head = re.compile(r"^<(\d+)>1 (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (\S+) lb "
+                          r"(\d+) ([a-z_]+) - (level=(\w+) event=([a-z_]+)( .*)?)$")
+        for g in got:
+            m = head.match(g)
+            self.assertIsNotNone(m, f"not RFC 5424: {g!r}")
+            pri, level = int(m.group(1)), m.group(7)
+            self.assertEqual(pri, 3 * 8 + {"info": 6, "warn": 4, "error": 3, "debug": 7}[level])
+            self.assertEqual((int(m.group(4)), m.group(5)), (lb.pid, m.group(8)), g)
+            self.assertEqual(m.group(3), socket.gethostname())
+        self.assertEqual(lb.log(), "", "stderr gets nothing while syslog takes the lines")
+        # the socket goes away: the lines are not lost, stderr has them
+        sink.close()
+        os.unlink(path)
+        lb.send_signal(signal.SIGHUP)
+        lb.wait_event("reload")
+        lb.stop()
+        lb2 = self.start_lb(text.replace(f":{port}", f":{harness.free_port()}", 1))
+        ev = lb2.events("syslog_unavailable")[0]
+        self.assertIn("No such file or directory", ev["error"])
 
     def test_info_hides_debug(self):
         live = self.named("live")
