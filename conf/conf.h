@@ -118,6 +118,7 @@ struct conf_global {
     uint64_t withdraw_delay_ms;     /* SIGTERM: not ready, still serving */
     char *state_file;               /* "" = off (lb/control/state.c) */
     char *control_socket;           /* "" = off: lb -x (lb/control/takeover.c) */
+    char *user, *group;             /* "" = stay: the privileges after the binds */
 };
 
 struct conf_health {

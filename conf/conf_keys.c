@@ -131,6 +131,8 @@ static const struct conf_key conf_global_keys[] = {
                   CONF_HOURS(1)),
     CONF_TYPED(struct conf_global, "state_file", state_file, CONF_TYPE_STRING, "", 0),
     CONF_TYPED(struct conf_global, "control_socket", control_socket, CONF_TYPE_STRING, "", 0),
+    CONF_TYPED(struct conf_global, "user", user, CONF_TYPE_WORD, "", 0),
+    CONF_TYPED(struct conf_global, "group", group, CONF_TYPE_WORD, "", 0),
 };
 
 static const struct conf_key conf_health_keys[] = {

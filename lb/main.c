@@ -14,6 +14,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +203,56 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
                c->frontends[i].pool_name);
 }
 
+/* [global] user and group: started as root, lb binds its ports (and the
+ * admin port and control socket), then runs as user (its group, or group)
+ * with that user's groups only. Before the workers start; glibc changes
+ * every thread's IDs. A reload afterwards binds as that user: ports below
+ * 1024 are refused (README). */
+static int
+lb_main_drop_privileges(const struct conf_global *g, char *err, size_t errlen)
+{
+    const struct passwd *pw;
+    const struct group *gr = NULL;
+    gid_t gid;
+
+    if (g->user[0] == '\0' && g->group[0] == '\0')
+        return 0;
+    errno = 0;
+    if (g->user[0] != '\0' && (pw = getpwnam(g->user)) == NULL) {
+        snprintf(err, errlen, "user = %s: %s", g->user, errno ? strerror(errno) : "no such user");
+        return -1;
+    }
+    if (g->user[0] == '\0')
+        pw = getpwuid(geteuid());
+    if (g->group[0] != '\0' && (gr = getgrnam(g->group)) == NULL) {
+        snprintf(err, errlen, "group = %s: %s", g->group,
+                 errno ? strerror(errno) : "no such group");
+        return -1;
+    }
+    gid = gr != NULL ? gr->gr_gid : pw->pw_gid;
+    if (geteuid() != 0) {
+        if (pw->pw_uid == geteuid() && gid == getegid())
+            return 0;                   /* already so */
+        snprintf(err, errlen, "user = %s: lb runs as uid %u, not root, and cannot change user",
+                 g->user[0] ? g->user : pw->pw_name, (unsigned)geteuid());
+        return -1;
+    }
+    /* The control socket is the user's: an upgrade (SIGUSR2) starts the
+     * new process as that user, and it must connect. */
+    if (g->control_socket[0] != '\0' && chown(g->control_socket, pw->pw_uid, gid) == -1) {
+        snprintf(err, errlen, "control_socket %s: %s", g->control_socket, strerror(errno));
+        return -1;
+    }
+    if ((g->user[0] != '\0' ? initgroups(pw->pw_name, gid) : setgroups(1, &gid)) == -1 ||
+        setresgid(gid, gid, gid) == -1 || setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) == -1) {
+        snprintf(err, errlen, "user = %s: %s", g->user, strerror(errno));
+        return -1;
+    }
+    lb_log(CONF_LOG_INFO, "privileges", "user=%s uid=%u gid=%u", pw->pw_name,
+           (unsigned)pw->pw_uid, (unsigned)gid);
+    return 0;
+}
+
 /* Runs with SIGTERM, SIGINT, SIGHUP and SIGUSR2 blocked (main blocked them); they
  * are unblocked, with old, once libevent's handlers for them are added. */
 static int
@@ -254,7 +306,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     /* Health and admin start before the workers, which read d->hc. */
     if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
         lb_admin_start(d, err, sizeof(err)) == -1 ||
-        lb_control_start(d, err, sizeof(err)) == -1) {
+        lb_control_start(d, err, sizeof(err)) == -1 ||
+        lb_main_drop_privileges(&d->gen->conf->global, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[300]){ 0 }, 300, err));
         signals_ok = false;
