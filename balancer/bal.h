@@ -298,8 +298,9 @@ size_t bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
                            enum bal_cause kind, size_t cause);
 
 /* The state an operator reads, from the decision and the open connections:
- * up (in rotation, guarded too), draining (out, connections open), down (out
- * by health, none open), disabled (out by an operator, none open). */
+ * up (in rotation, guarded too), draining (drained by an operator, or out by
+ * health with connections open), down (out by health, none open), disabled
+ * (disabled by an operator, its connections closed or being closed). */
 enum bal_state {
     BAL_STATE_UP = 0,
     BAL_STATE_DRAINING,

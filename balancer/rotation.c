@@ -265,10 +265,15 @@ bal_state_of(bool in_rotation, enum bal_admin admin, uint32_t active)
 {
     if (in_rotation)
         return BAL_STATE_UP;
-    /* after disable too, for the moment the workers take to close them */
-    if (active > 0)
+    /* The operator's states are the ones the actions lead to, as
+     * HAProxy's MAINT and DRAIN are: disabled also for the milliseconds
+     * its connections take to close, draining also once the last one
+     * ended (the server takes none until enabled). */
+    if (admin == BAL_ADMIN_DISABLE)
+        return BAL_STATE_DISABLED;
+    if (admin == BAL_ADMIN_DRAIN || active > 0)
         return BAL_STATE_DRAINING;
-    return admin != BAL_ADMIN_NONE ? BAL_STATE_DISABLED : BAL_STATE_DOWN;
+    return BAL_STATE_DOWN;
 }
 
 const char *

@@ -436,15 +436,18 @@ def server_problems(srv, where="server"):
     lc = srv.get("last_check")
     if isinstance(lc, dict):
         _check_fields(f"{where}.last_check", lc, LAST_CHECK_SPEC, problems)
-    # The state follows from the inputs (contract): draining only with
-    # connections open, down/disabled only with none.
+    # The state follows from the inputs (contract): down only with no
+    # connection open; draining with connections open or drained by an
+    # operator (HAProxy's DRAIN); disabled by an operator only.
     state, active = srv.get("state"), srv.get("active_connections")
-    if state in ("down", "disabled") and active:
-        problems.append(f"{where}: state {state} with {active} connections open")
-    if state == "draining" and active == 0:
+    if state == "down" and active:
+        problems.append(f"{where}: state down with {active} connections open")
+    if state == "draining" and active == 0 and srv.get("admin") != "drain":
         problems.append(f"{where}: state draining with no connection open")
-    if state == "disabled" and srv.get("admin") == "none":
-        problems.append(f"{where}: state disabled but admin none")
+    if state == "disabled" and srv.get("admin") != "disable":
+        problems.append(f"{where}: state disabled but admin {srv.get('admin')}")
+    if state == "draining" and srv.get("admin") == "disable":
+        problems.append(f"{where}: state draining but admin disable")
     if state == "down" and srv.get("admin") != "none":
         problems.append(f"{where}: state down but admin {srv.get('admin')}")
     if state == "up" and srv.get("admin") != "none":

@@ -124,10 +124,11 @@ class AdminActionsTest(LbTestCase):
         srv = find_server(lb.admin.stats(), "web", "d1")
         self.assertEqual((srv["state"], srv["active_connections"]), ("draining", 1), srv)
         held.close()
-        srv = lb.admin.wait_server("web", "d1", lambda s: s["state"] != "draining", WAIT,
+        srv = lb.admin.wait_server("web", "d1", lambda s: s["active_connections"] == 0, WAIT,
                                    "the drained connection to end")
+        # drained stays draining (HAProxy's DRAIN), apart from disabled
         self.assertEqual((srv["state"], srv["admin"], srv["active_connections"]),
-                         ("disabled", "drain", 0), srv)
+                         ("draining", "drain", 0), srv)
 
         r = lb.admin.action("web", "d1", "enable")
         self.assertServerAnswer(r, lb, "web", "d1", "up", "none")
@@ -140,8 +141,8 @@ class AdminActionsTest(LbTestCase):
 
     def test_disable_with_open_connection(self):
         # Whether disable lets open connections finish is not the contract's
-        # business; the state is: draining while one is open, disabled once
-        # none is.
+        # business; the state is: disabled from the answer on, the state the
+        # action leads to, even while its connection is being closed.
         backs = {n: self.custom(name_then_echo_backend(n), name=n) for n in ("x1", "x2")}
         lb = admin_client.start_lb(self, [("web", [(n, b) for n, b in backs.items()], {})])
         port = lb.fports["fe_web"]
@@ -154,15 +155,15 @@ class AdminActionsTest(LbTestCase):
         srv = r.json()
         self.assertEqual(server_problems(srv), [], srv)
         self.assertEqual(srv["admin"], "disable", srv)
-        self.assertIn(srv["state"], ("draining", "disabled"), srv)
-        self.assertEqual(srv["state"] == "draining", srv["active_connections"] > 0, srv)
+        self.assertEqual(srv["state"], "disabled", srv)
         for _ in range(4):
             s = self.client(port)
             self.assertEqual(read_line(s), b"x2\n", "a new client reached a disabled server")
             s.close()
         on["x1"].close()
-        srv = lb.admin.wait_server("web", "x1", lambda s: s["state"] == "disabled", WAIT,
-                                   "disabled once its connection closed")
+        srv = lb.admin.wait_server("web", "x1", lambda s: s["active_connections"] == 0, WAIT,
+                                   "its connection closed")
+        self.assertEqual(srv["state"], "disabled", srv)
         self.assertEqual((srv["active_connections"], srv["admin"]), (0, "disable"), srv)
         # The four short clients are gone; the held one stays.
         x2 = lb.admin.wait_server("web", "x2", lambda s: s["active_connections"] <= 1, WAIT,
@@ -206,7 +207,7 @@ class AdminActionsTest(LbTestCase):
         # Disabled while healthy, enabled while healthy: up at once.
         lb.admin.wait_idle("web", "s1")
         r = lb.admin.action("web", "s1", "drain")
-        self.assertServerAnswer(r, lb, "web", "s1", "disabled", "drain")
+        self.assertServerAnswer(r, lb, "web", "s1", "draining", "drain")
         self.assertEqual(set(http_via(port) for _ in range(6)), {p0})
         r = lb.admin.action("web", "s1", "enable")
         self.assertServerAnswer(r, lb, "web", "s1", "up", "none")

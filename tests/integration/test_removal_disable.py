@@ -146,7 +146,7 @@ class DisableTest(RemovalTestCase):
         # An operator drain.
         self.assert_closed_at_once("B", "drain", (sb,),
                                    "drain_timeout = 0, POST drain: connection closed")
-        st = self.wait_state("B", "disabled", timeout=WAIT)
+        st = self.wait_drained("B")
         self.assertEqual(st["drained_by_timeout"], 1, st)
         self.assertEqual(set(who(lb.port) for _ in range(6)), {"C"})
         self.assert_consistent()

@@ -724,12 +724,12 @@ test_state_of(void)
         { true, BAL_ADMIN_DISABLE, 1, BAL_STATE_UP },
         { false, BAL_ADMIN_NONE, 0, BAL_STATE_DOWN },
         { false, BAL_ADMIN_NONE, 1, BAL_STATE_DRAINING },
-        { false, BAL_ADMIN_DRAIN, 0, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DRAIN, 0, BAL_STATE_DRAINING },     /* HAProxy's DRAIN */
         { false, BAL_ADMIN_DRAIN, 1, BAL_STATE_DRAINING },
         { false, BAL_ADMIN_DISABLE, 0, BAL_STATE_DISABLED },
-        { false, BAL_ADMIN_DISABLE, 1, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DISABLE, 1, BAL_STATE_DISABLED },   /* being closed: MAINT */
         { false, BAL_ADMIN_NONE, UINT32_MAX, BAL_STATE_DRAINING },
-        { false, BAL_ADMIN_DISABLE, UINT32_MAX, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DISABLE, UINT32_MAX, BAL_STATE_DISABLED },
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
