@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -527,14 +530,76 @@ lb_prom_head(struct evbuffer *out, const char *name, const char *type, const cha
     evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A server's labels; one a reload removed, still draining, is marked
+ * removed="true": a server of the same name may be back in its pool. */
 static void
-lb_prom_server_labels(struct evbuffer *out, const char *name, const struct lb_server *srv)
+lb_prom_server_labels(struct evbuffer *out, const char *name, const struct lb_server *srv,
+                      bool is_removed)
 {
     evbuffer_add_printf(out, "%s{pool=\"", name);
     lb_prom_label(out, srv->pool->conf->name);
     LB_ADD_LIT(out, "\",server=\"");
     lb_prom_label(out, srv->conf->name);
+    if (is_removed)
+        LB_ADD_LIT(out, "\",removed=\"true");
     LB_ADD_LIT(out, "\"} ");
+}
+
+/* The state an operator reads, and "warning" for an up one at warn_weight:
+ * lb_server_state's one-hot, as haproxy_server_status{state=...}. */
+static const char *
+lb_prom_state_of(const struct lb_server_view *v)
+{
+    uint32_t active = bal_server_active(v->srv->pool->bal, v->srv->index);
+    enum bal_state st = bal_state_of(v->in_rotation, v->admin, active);
+
+    return st == BAL_STATE_UP && strcmp(v->health, "warning") == 0 ? "warning"
+                                                                   : bal_state_name(st);
+}
+
+static const char *const lb_prom_states[] = { "up", "draining", "down", "disabled", "warning" };
+
+/* Descriptors open and allowed, resident memory, CPU time and the start
+ * time: the standard process_* family of Prometheus's clients. */
+static void
+lb_prom_process(struct evbuffer *out, double started_at)
+{
+    struct rlimit rl;
+    struct rusage ru;
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long size = 0, resident = 0;
+    size_t fds = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (dir != NULL) {
+        for (struct dirent *e; (e = readdir(dir)) != NULL;)
+            fds += e->d_name[0] != '.';
+        closedir(dir);
+        fds--;                          /* the one opendir holds */
+    }
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    lb_prom_head(out, "process_open_fds", "gauge", "Number of open file descriptors");
+    evbuffer_add_printf(out, "process_open_fds %zu\n", fds);
+    lb_prom_head(out, "process_max_fds", "gauge", "Maximum number of open file descriptors");
+    evbuffer_add_printf(out, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    lb_prom_head(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes");
+    evbuffer_add_printf(out, "process_resident_memory_bytes %llu\n",
+                        resident * (unsigned long long)(page > 0 ? page : 4096));
+    lb_prom_head(out, "process_cpu_seconds_total", "counter",
+                 "Total user and system CPU time spent in seconds");
+    evbuffer_add_printf(out, "process_cpu_seconds_total %.6f\n",
+                        (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                        (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    lb_prom_head(out, "process_start_time_seconds", "gauge",
+                 "Start time of the process since unix epoch in seconds");
+    evbuffer_add_printf(out, "process_start_time_seconds %.3f\n", started_at);
 }
 
 /* One histogram in seconds; labels is "" or `key="value"`. */
@@ -644,6 +709,30 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     for (size_t i = 0; i < g->conf->nfrontends; i++)
         lb_prom_one(out, "lb_frontend_connections_total", "frontend", g->frontends[i].conf->name,
                     LB_LOAD(g->frontends[i].stats->total_connections));
+    {
+        static const struct { const char *name, *help; size_t offset; } fe_counters[] = {
+            { "lb_frontend_retries_total", "Server connects retried after a failed one",
+              offsetof(struct lb_fe_stats, retries) },
+            { "lb_frontend_no_server_total", "Client connections closed without a server "
+              "(none in rotation, every attempt failed, the queue full)",
+              offsetof(struct lb_fe_stats, no_server) },
+            { "lb_frontend_accept_failures_total", "accept(2) failures (out of descriptors "
+              "or memory; accepts pause 100 ms)", offsetof(struct lb_fe_stats, accept_failures) },
+        };
+
+        for (size_t m = 0; m < sizeof(fe_counters) / sizeof(fe_counters[0]); m++) {
+            lb_prom_head(out, fe_counters[m].name, "counter", fe_counters[m].help);
+            for (size_t i = 0; i < g->conf->nfrontends; i++)
+                lb_prom_one(out, fe_counters[m].name, "frontend", g->frontends[i].conf->name,
+                            atomic_load_explicit((const _Atomic uint64_t *)(const void *)
+                                ((const char *)g->frontends[i].stats + fe_counters[m].offset),
+                                memory_order_relaxed));
+        }
+    }
+    lb_prom_head(out, "lb_max_connections_reached_total", "counter",
+                 "Times accepts paused because max_connections were open");
+    evbuffer_add_printf(out, "lb_max_connections_reached_total %llu\n",
+                        (unsigned long long)LB_LOAD(d->limit.reached));
     lb_prom_head(out, "lb_pool_servers", "gauge", "Servers configured in the pool");
     for (size_t i = 0; i < g->conf->npools; i++)
         lb_prom_one(out, "lb_pool_servers", "pool", g->pools[i].conf->name,
@@ -668,12 +757,34 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
                         *(const uint64_t *)(const void *)((const char *)&sn.pools[i].queue +
                                                           lb_prom_queue_metrics[m].offset));
     }
+    /* The servers of the pools, then those a reload removed while they
+     * drain: the server sums agree with lb_active_connections. */
     for (size_t m = 0; m < sizeof(lb_prom_server_metrics) / sizeof(lb_prom_server_metrics[0]); m++) {
         lb_prom_head(out, lb_prom_server_metrics[m].name, lb_prom_server_metrics[m].type,
                      lb_prom_server_metrics[m].help);
-        for (size_t i = 0; i < g->nservers; i++) {
-            lb_prom_server_labels(out, lb_prom_server_metrics[m].name, g->servers[i]);
-            lb_prom_server_metrics[m].value(out, &sn.servers[i]);
+        for (size_t i = 0; i < g->nservers + sn.nremoved; i++) {
+            const struct lb_server_view *v = i < g->nservers ? &sn.servers[i]
+                                                             : &sn.removed[i - g->nservers];
+
+            lb_prom_server_labels(out, lb_prom_server_metrics[m].name, v->srv, i >= g->nservers);
+            lb_prom_server_metrics[m].value(out, v);
+        }
+    }
+    lb_prom_head(out, "lb_server_state", "gauge",
+                 "1 for the server's state: up, draining, down (pages), disabled (maintenance), warning");
+    for (size_t i = 0; i < g->nservers + sn.nremoved; i++) {
+        const struct lb_server_view *v = i < g->nservers ? &sn.servers[i]
+                                                         : &sn.removed[i - g->nservers];
+        const char *state = lb_prom_state_of(v);
+
+        for (size_t k = 0; k < sizeof(lb_prom_states) / sizeof(lb_prom_states[0]); k++) {
+            evbuffer_add_printf(out, "lb_server_state{pool=\"");
+            lb_prom_label(out, v->srv->pool->conf->name);
+            LB_ADD_LIT(out, "\",server=\"");
+            lb_prom_label(out, v->srv->conf->name);
+            evbuffer_add_printf(out, "\"%s,state=\"%s\"} %d\n",
+                                i >= g->nservers ? ",removed=\"true\"" : "", lb_prom_states[k],
+                                strcmp(state, lb_prom_states[k]) == 0);
         }
     }
     lb_prom_head(out, "lb_check_duration_seconds", "histogram",
@@ -694,6 +805,26 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
         lb_prom_hist(out, "lb_pool_queue_wait_seconds", labels, &sn.pools[i].queue.wait);
     }
+    lb_prom_head(out, "lb_pool_connect_seconds", "histogram",
+                 "Time of each server connect that succeeded");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        char labels[128];
+        struct lb_hist h;
+
+        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
+        lb_ahist_read(&g->pools[i].shared->connect_time, &h);
+        lb_prom_hist(out, "lb_pool_connect_seconds", labels, &h);
+    }
+    lb_prom_head(out, "lb_pool_session_duration_seconds", "histogram",
+                 "From accept to close, of each client connection that ended");
+    for (size_t i = 0; i < g->conf->npools; i++) {
+        char labels[128];
+        struct lb_hist h;
+
+        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
+        lb_ahist_read(&g->pools[i].shared->session_duration, &h);
+        lb_prom_hist(out, "lb_pool_session_duration_seconds", labels, &h);
+    }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");
     lb_prom_hist(out, "lb_check_lag_seconds", "", &sn.health.lag);
@@ -705,6 +836,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     evbuffer_add_printf(out, "lb_reloads_total{result=\"ok\"} %llu\n"
                              "lb_reloads_total{result=\"failed\"} %llu\n",
                         (unsigned long long)sn.reloads_ok, (unsigned long long)sn.reloads_failed);
+    lb_prom_process(out, sn.started_at);
     lb_stats_snap_free(&sn);
     return 0;
 }

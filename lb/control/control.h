@@ -29,6 +29,15 @@ struct lb_hist {
     double sum_ms;
 };
 void lb_hist_observe(struct lb_hist *h, double ms);
+/* The same, observed by any thread (the workers) without a lock; read
+ * into a struct lb_hist for printing. */
+struct lb_ahist {
+    _Atomic uint64_t buckets[LB_HIST_BUCKETS];
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+};
+void lb_ahist_observe(struct lb_ahist *h, uint64_t us);
+void lb_ahist_read(const struct lb_ahist *h, struct lb_hist *out);
 
 /* A heartbeat's note, as shown in /stats and the logs. */
 #define LB_BEAT_NOTE_MAX 128
@@ -125,6 +134,8 @@ struct lb_queue {
 struct lb_pool_shared {
     _Atomic uint32_t refs;
     struct lb_hist check_duration;      /* under daemon->state_lock */
+    struct lb_ahist connect_time;       /* accept to the server's connect */
+    struct lb_ahist session_duration;   /* accept to close */
     struct lb_queue queue;
     /* heartbeats, under state_lock: past a few decisions a tick, changes
      * wait for the tick (server.c, lb_beat_decide) */
@@ -158,6 +169,9 @@ struct lb_fe_stats {
     _Atomic uint32_t refs;
     _Atomic uint64_t active_connections;
     _Atomic uint64_t total_connections;
+    _Atomic uint64_t retries;           /* connect attempts after a failed one */
+    _Atomic uint64_t no_server;         /* closed without a server */
+    _Atomic uint64_t accept_failures;   /* accept(2) out of descriptors, memory */
 };
 
 struct lb_frontend {

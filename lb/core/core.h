@@ -24,6 +24,7 @@ struct event_base;
  * clock every thread compares) and wall-clock seconds (what /stats shows).
  * Any thread. */
 uint64_t lb_mono_ms(void);
+uint64_t lb_mono_us(void);
 double lb_wall_now(void);
 
 /* An event_base with libevent's EVENT_BASE_FLAG_* flags (each caller says

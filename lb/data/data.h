@@ -32,6 +32,7 @@ struct lb_limit {
     _Atomic uint32_t active;
     _Atomic uint32_t max;               /* a reload may change it */
     _Atomic bool paused;                /* listeners disabled at the cap */
+    _Atomic uint64_t reached;           /* times accepts paused at the cap */
 };
 
 /* What other threads ask of a worker, in the order asked. */

@@ -116,7 +116,7 @@ struct lb_session {
     bool is_paused;                 /* waiting out bal_retry_pause_ms */
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
-    uint64_t attempt_ms;            /* when this attempt's connect began */
+    uint64_t attempt_us;            /* when this attempt's connect began */
     uint64_t due_ms;                /* when the armed timer is due */
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
@@ -298,6 +298,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
     atomic_fetch_add_explicit(&s->server->b->total_connections, 1, memory_order_relaxed);
+    lb_ahist_observe(&s->pool->shared->connect_time, lb_mono_us() - s->attempt_us);
     /* Read before writing: no cache-line ping-pong between workers in the
      * common case where the count is already 0. */
     if (atomic_load_explicit(&s->server->b->live_failures, memory_order_relaxed) != 0)
@@ -380,7 +381,7 @@ lb_session_try(struct lb_session *s, int idx)
         return true;
     }
     s->sfd = fd;
-    s->attempt_ms = lb_mono_ms();
+    s->attempt_us = lb_mono_us();
     s->is_syn_grace = false;
     lb_session_nodelay(fd);
     if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
@@ -420,6 +421,7 @@ lb_session_queue(struct lb_session *s)
     }
     s->state = LB_SESSION_QUEUED;
     if (!lb_queue_join(&s->wait)) {
+        atomic_fetch_add_explicit(&s->fe->stats->no_server, 1, memory_order_relaxed);
         lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
                        "frontend=%s pool=%s client=%s reason=\"queue full\" queue_max=%u",
                        s->fe->conf->name, pc->name, s->client_text, pc->queue_max);
@@ -439,6 +441,7 @@ lb_session_connect(struct lb_session *s)
         int idx;
 
         if (s->ntried == pc->retries + 1) {
+            atomic_fetch_add_explicit(&s->fe->stats->no_server, 1, memory_order_relaxed);
             lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
                            "frontend=%s pool=%s client=%s reason=\"%u connect attempts failed\"",
                            s->fe->conf->name, pc->name, s->client_text, s->ntried);
@@ -453,6 +456,7 @@ lb_session_connect(struct lb_session *s)
             return;
         }
         if (idx < 0) {
+            atomic_fetch_add_explicit(&s->fe->stats->no_server, 1, memory_order_relaxed);
             lb_log_limited(&lb_no_server_limit, CONF_LOG_ERROR, "no_server",
                            "frontend=%s pool=%s client=%s reason=%s",
                            s->fe->conf->name, pc->name, s->client_text,
@@ -463,6 +467,8 @@ lb_session_connect(struct lb_session *s)
         }
         if (is_again)
             s->nagain++;
+        if (s->ntried > 0)
+            atomic_fetch_add_explicit(&s->fe->stats->retries, 1, memory_order_relaxed);
         if (lb_session_try(s, idx))
             return;
     }
@@ -550,7 +556,7 @@ lb_session_syn_grace(struct lb_session *s)
     /* tcpi_rto is the initial RTO doubled once per retransmission. */
     rto0_ms = (uint64_t)(ti.tcpi_rto >> ti.tcpi_retransmits) / 1000;
     next_ms = (int64_t)(rto0_ms * ((UINT64_C(2) << ti.tcpi_retransmits) - 1));
-    elapsed = (int64_t)(lb_mono_ms() - s->attempt_ms);
+    elapsed = (int64_t)((lb_mono_us() - s->attempt_us) / 1000);
     wait_ms = next_ms - elapsed;
     if (rto0_ms == 0 || wait_ms > LB_SYN_GRACE_MS)
         return false;
@@ -1028,6 +1034,7 @@ lb_session_finish(struct lb_session *s, const char *reason)
 
     s->is_done = true;
     event_del(&s->timer);
+    lb_ahist_observe(&s->pool->shared->session_duration, (lb_mono_ms() - s->started_ms) * 1000);
     if (s->again != 0)
         lb_session_again_unlink(s);
     /* The server's socket closes before its slot is given back, so that a

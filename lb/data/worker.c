@@ -98,6 +98,7 @@ static void
 lb_limit_pause(struct lb_daemon *d)
 {
     if (!atomic_exchange(&d->limit.paused, true)) {
+        atomic_fetch_add_explicit(&d->limit.reached, 1, memory_order_relaxed);
         lb_log_limited(&lb_limit_pause_log, CONF_LOG_WARN, "max_connections_reached",
                        "limit=%u", d->limit.max);
         lb_workers_post(d, LB_WORKER_WAKE);
@@ -491,6 +492,7 @@ lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
                 continue;
             /* Out of descriptors or memory: the listener stays readable, so
              * pause it briefly instead of spinning (as haproxy does). */
+            atomic_fetch_add_explicit(&l->fe->stats->accept_failures, 1, memory_order_relaxed);
             lb_log_limited(&lb_accept_failed_log, CONF_LOG_WARN, "accept_failed",
                            "frontend=%s error=%s pause_ms=%d", l->fe->conf->name,
                            lb_log_quote(qbuf, sizeof(qbuf), strerror(err)),

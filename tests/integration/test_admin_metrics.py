@@ -7,6 +7,8 @@ of the contract are there with their types and labels, agree with /stats,
 and move as traffic flows and as health checks run (exact counts where the
 test controls them)."""
 
+import os
+import re
 import time
 
 import harness
@@ -45,7 +47,20 @@ FAMILIES = {
     "lb_check_lag_seconds": ("histogram", set()),
     "lb_detection_seconds": ("histogram", {"direction"}),
     "lb_reloads_total": ("counter", {"result"}),
+    "lb_server_state": ("gauge", {"pool", "server", "state"}),
+    "lb_frontend_retries_total": ("counter", {"frontend"}),
+    "lb_frontend_no_server_total": ("counter", {"frontend"}),
+    "lb_frontend_accept_failures_total": ("counter", {"frontend"}),
+    "lb_max_connections_reached_total": ("counter", set()),
+    "lb_pool_connect_seconds": ("histogram", {"pool"}),
+    "lb_pool_session_duration_seconds": ("histogram", {"pool"}),
+    "process_open_fds": ("gauge", set()),
+    "process_max_fds": ("gauge", set()),
+    "process_resident_memory_bytes": ("gauge", set()),
+    "process_cpu_seconds_total": ("counter", set()),
+    "process_start_time_seconds": ("gauge", set()),
 }
+STATES = ("up", "draining", "down", "disabled", "warning")
 
 SERVER_FAMILIES = [f for f, (t, keys) in FAMILIES.items() if keys == {"pool", "server"}]
 
@@ -261,6 +276,101 @@ class AdminMetricsTest(LbTestCase):
                          fails)
         self.assertEqual(m.value("lb_server_connections_total", pool="q", server="dead"), 0)
         self.assertEqual(m.value("lb_server_connect_failures_total", pool="q", server="q1"), 0)
+
+    def server_state(self, m, pool, server, **labels):
+        """The one state of lb_server_state that is 1 (and that it is one-hot)."""
+        got = {lab["state"]: v for lab, v in m.samples("lb_server_state", pool=pool,
+                                                        server=server, **labels)}
+        self.assertEqual(sorted(got), sorted(STATES), got)
+        ones = [k for k, v in got.items() if v == 1]
+        self.assertEqual((len(ones), sum(got.values())), (1, 1), got)
+        return ones[0]
+
+    def test_state_series_counters_and_process(self):
+        """lb_server_state tells maintenance from failure; the counters of
+        retries, no_server closes and the histograms of connect time and
+        session duration move with traffic; process_* is the process's."""
+        hc = self.hc_backend(count=2)
+        p0, p1 = hc.ports
+        e1, e2, dead = self.echo("e1"), self.echo("e2"), self.refused()
+        lb = admin_client.start_lb(self, [
+            ("web", [("s0", hc.addr(p0)), ("s1", hc.addr(p1))],
+             dict(HTTP_FAST, rise=1, fall=1, check_warn="429", warn_weight="50%")),
+            ("tcp", [("e1", e1), ("e2", e2)], {}),
+            ("dead", [("x", dead)], {"retries": 2}),
+        ], allowed_errors=("no_server",))
+        m = lb.admin.wait_metrics(lambda m: m.value("lb_server_up", pool="web", server="s1") == 1,
+                                  WAIT, "s1 up")
+        self.assertEqual(self.server_state(m, "web", "s0"), "up")
+        hc.mode(p1, "500")
+        r = lb.admin.action("tcp", "e2", "disable")
+        self.assertEqual(r.status, 200, str(r))
+        r = lb.admin.action("tcp", "e1", "drain")
+        m = lb.admin.wait_metrics(lambda m: m.value("lb_server_up", pool="web", server="s1") == 0,
+                                  WAIT, "s1 down")
+        self.assertEqual(self.server_state(m, "web", "s1"), "down")         # pages
+        self.assertEqual(self.server_state(m, "tcp", "e2"), "disabled")     # does not
+        self.assertEqual(self.server_state(m, "tcp", "e1"), "draining")
+        hc.mode(p0, "429")
+        m = lb.admin.wait_metrics(lambda m: self.server_state(m, "web", "s0") == "warning",
+                                  WAIT, "s0 warning")
+        self.assertEqual(m.value("lb_server_up", pool="web", server="s0"), 1)
+
+        # a pool whose only server refuses: 1 + retries attempts, then closed
+        port = lb.fports["fe_dead"]
+        for _ in range(3):
+            self.assertEqual(harness.request(port)[0], b"")
+        m = lb.admin.wait_metrics(
+            lambda m: m.value("lb_frontend_no_server_total", frontend="fe_dead") == 3, WAIT,
+            "3 closed without a server")
+        self.assertEqual(m.value("lb_frontend_retries_total", frontend="fe_dead"), 6)
+        self.assertEqual(m.value("lb_frontend_no_server_total", frontend="fe_web"), 0)
+        self.assertEqual(m.value("lb_pool_connect_seconds_count", pool="dead"), 0)
+        self.assertEqual(m.value("lb_pool_session_duration_seconds_count", pool="dead"), 3)
+        # served connections: a connect time and a duration each
+        lb.admin.action("tcp", "e1", "enable")
+        for _ in range(4):
+            with harness.connect(lb.fports["fe_tcp"]) as c:
+                self.assertEqual(harness.roundtrip(c, b"x"), b"x")
+        m = lb.admin.wait_metrics(
+            lambda m: m.value("lb_pool_session_duration_seconds_count", pool="tcp") == 4, WAIT,
+            "4 sessions ended")
+        self.assertEqual(m.value("lb_pool_connect_seconds_count", pool="tcp"), 4)
+        self.assertLess(m.value("lb_pool_connect_seconds_sum", pool="tcp"), 0.5)
+        self.assertEqual(m.value("lb_pool_connect_seconds_bucket", pool="tcp", le="+Inf"), 4)
+
+        fds = len(os.listdir(f"/proc/{lb.pid}/fd"))
+        self.assertLessEqual(abs(m.value("process_open_fds") - fds), 4, fds)
+        soft = int(open(f"/proc/{lb.pid}/limits").read().split("Max open files")[1].split()[0])
+        self.assertEqual(m.value("process_max_fds"), soft)
+        rss = lb.rss_kb() * 1024
+        self.assertLess(abs(m.value("process_resident_memory_bytes") - rss), rss * 0.5)
+        self.assertGreater(m.value("process_cpu_seconds_total"), 0)
+        self.assertLess(abs(m.value("process_start_time_seconds") - (time.time() -
+                        m.value("lb_uptime_seconds"))), 1.0)
+
+    def test_removed_servers_stay_while_draining(self):
+        """A server a reload removed stays in the server families, marked
+        removed="true", while its connections drain: the sums agree with
+        lb_active_connections."""
+        e1, e2 = self.echo("e1"), self.echo("e2")
+        lb = admin_client.start_lb(self, [("web", [("a", e1), ("b", e2)],
+                                           {"balance": "leastconn", "drain_timeout": "30s"})])
+        held = [harness.connect(lb.fports["fe_web"]) for _ in range(2)]
+        for c in held:
+            self.addCleanup(c.close)
+            self.assertEqual(harness.roundtrip(c, b"x"), b"x")
+        text = open(lb.config_path).read()
+        with open(lb.config_path, "w") as f:
+            f.write(re.sub(r"(?m)^server = b .*$\n", "", text))
+        self.assertEqual(lb.admin.post("/reload").status, 200)
+        m = lb.admin.metrics()
+        self.assertEqual(m.value("lb_server_active_connections", pool="web", server="b",
+                                 removed="true"), 1)
+        self.assertEqual(self.server_state(m, "web", "b", removed="true"), "draining")
+        total = sum(v for _, v in m.samples("lb_server_active_connections"))
+        self.assertEqual(total, m.value("lb_active_connections"))
+        self.assertEqual(total, 2)
 
     def test_health_histograms_move(self):
         hc = self.hc_backend(count=2)
