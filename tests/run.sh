@@ -78,8 +78,11 @@ if ! out=$(tsan_probe); then
     fi
 fi
 
+# The short soak (40 s of kills, reloads and admin actions) runs in the
+# ASan build only: what it finds there (a leak, a use after free) it finds
+# with the reports, and the suite stays under 20 minutes on 2 cores.
 echo "== tests: optimised build"
-(cd build && ctest --output-on-failure)
+(cd build && ctest --output-on-failure -E '^stress/soak_short$')
 # The tier tests (network namespaces, keepalived, BIRD) run once, in the
 # optimised build: they test the engines around lb more than its memory.
 echo "== tests: ASan + UBSan build"
