@@ -23,6 +23,17 @@ for i in 1 2 3; do
         sleep 0.1
     done
 done
+# The demo's config is conf/lb.ini with two changes: the backends speak
+# HTTP, so they are checked over HTTP (as the README advises wherever the
+# service does), and max_connections fits this machine's descriptor limit
+# (each connection takes two, and lb warns with fd_limit_low when the cap
+# cannot be met; 10000 needs a hard limit above 20,000).
+limit=$(ulimit -Hn)
+[ "$limit" = unlimited ] && limit=1048576
+max=$(( (limit - 200) / 2 ))
+[ "$max" -gt 10000 ] && max=10000
+sed -e "s/^max_connections = 10000$/max_connections = $max/" \
+    -e "s/^check = tcp$/check = http/" conf/lb.ini > build/demo.ini
 echo "demo: backends web1..web3 on 127.0.0.1:9001-9003; lb on http://127.0.0.1:8080/," \
-     "dashboard on http://127.0.0.1:9900/" >&2
-build/lb -c conf/lb.ini
+     "dashboard on http://127.0.0.1:9900/ (config: build/demo.ini, max_connections $max)" >&2
+build/lb -c build/demo.ini
