@@ -243,6 +243,41 @@ class AdminDashboardTest(LbTestCase):
                          "the header does not show lb's version")
         lb.assert_running()
 
+    def test_removed_servers_failed_reload_and_disable_confirmation(self):
+        b = self.hc_backend(count=2)
+        admin = harness.free_port()
+        lb = self.lb_pools([("web", [("web1", b.addr(b.ports[0])), ("web2", b.addr(b.ports[1]))],
+                             dict(HTTP, drain_timeout="5m"))],
+                           admin_port=admin, allowed_errors=("reload_failed",))
+        wait_for(lambda: set(server_states(admin).values()) == {"up"}, WAIT, "both up")
+        held = [self.client(lb.ports["web"]) for _ in range(2)]     # one on each
+        for c in held:
+            c.sendall(b"GET /held HTTP/1.1\r\nHost: lb-test\r\n")
+        wait_for(lambda: web_server(admin, "web2")["active_connections"] == 1, WAIT, "held")
+        with open(lb.config_path) as f:
+            text = f.read()
+        with open(lb.config_path, "w") as f:
+            f.write(re.sub(r"(?m)^server = web2 .*\n", "", text))
+        status, _, body = admin_request(admin, "POST", "/reload")
+        self.assertEqual(status, 200, body)
+        dom = self.chromium(f"http://{HOST}:{admin}/", "--dump-dom")
+        self.assertRegex(dom, r'<div id="reload-banner" role="alert"( class="")?></div>',
+                         "a banner without a failed reload")
+        self.assertIn('data-removed="web/web2"', dom, "the removed, draining server is not shown")
+        with open(lb.config_path, "a") as f:
+            f.write("bogus_key = 1\n")
+        status, _, body = admin_request(admin, "POST", "/reload")
+        self.assertEqual(status, 400, body)
+        dom = self.chromium(f"http://{HOST}:{admin}/", "--dump-dom")
+        m = re.search(r'<div id="reload-banner" role="alert" class="on">([^<]*)</div>', dom)
+        self.assertIsNotNone(m, "no banner for the failed reload")
+        self.assertIn("The last reload failed:", m.group(1))
+        self.assertIn("unknown key", m.group(1))
+        # disable closes connections at once: the page asks before it acts
+        _, _, page = admin_request(admin, "GET", "/")
+        self.assertRegex(page.decode(), r"action === 'disable' && !confirm\(")
+        lb.assert_running()
+
     def test_screenshot(self):
         lb, admin, _ = self._start()
         shot_dir = tempfile.mkdtemp(prefix="lb-shot-")
