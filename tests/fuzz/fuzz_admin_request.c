@@ -189,6 +189,16 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
             FUZZ_CHECK(v->action <= LB_ADMIN_ACTION_DISABLE);
         }
         break;
+    case LB_ADMIN_ROUTE_POOL:
+    case LB_ADMIN_ROUTE_SERVER:
+        /* reads of one pool or server: GET or HEAD, no token asked */
+        FUZZ_CHECK((sp1 - raw == 3 && memcmp(raw, "GET", 3) == 0) ||
+                   (sp1 - raw == 4 && memcmp(raw, "HEAD", 4) == 0));
+        FUZZ_CHECK(strncmp(sp1 + 1, "/pools/", 7) == 0);
+        fuzz_check_name(v->pool, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+        if (v->route == LB_ADMIN_ROUTE_SERVER)
+            fuzz_check_name(v->server, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+        break;
     default:
         FUZZ_CHECK(v->route >= LB_ADMIN_ROUTE_DASHBOARD && v->route <= LB_ADMIN_ROUTE_READY);
         FUZZ_CHECK((sp1 - raw == 3 && memcmp(raw, "GET", 3) == 0) ||
