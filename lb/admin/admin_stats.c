@@ -683,6 +683,35 @@ static const struct {
       offsetof(struct lb_queue_view, full_total) },
 };
 
+/* The per-pool histograms: one table, one loop. Probe durations and queue
+ * waits come from the snapshot (main writes them under state_lock); the
+ * workers' connect and session times are read from their atomics. */
+typedef void (*lb_prom_pool_hist_pt)(const struct lb_stats_snap *sn, size_t i,
+                                     struct lb_hist *out);
+
+static void lb_prom_hist_check(const struct lb_stats_snap *sn, size_t i, struct lb_hist *out)
+{ *out = sn->pools[i].check_duration; }
+static void lb_prom_hist_queue(const struct lb_stats_snap *sn, size_t i, struct lb_hist *out)
+{ *out = sn->pools[i].queue.wait; }
+static void lb_prom_hist_connect(const struct lb_stats_snap *sn, size_t i, struct lb_hist *out)
+{ lb_ahist_read(&sn->g->pools[i].shared->connect_time, out); }
+static void lb_prom_hist_session(const struct lb_stats_snap *sn, size_t i, struct lb_hist *out)
+{ lb_ahist_read(&sn->g->pools[i].shared->session_duration, out); }
+
+static const struct {
+    const char *name, *help;
+    lb_prom_pool_hist_pt read;
+} lb_prom_pool_hists[] = {
+    { "lb_check_duration_seconds", "Health probe durations (connect + request + status line)",
+      lb_prom_hist_check },
+    { "lb_pool_queue_wait_seconds", "How long served clients waited in the pool's queue",
+      lb_prom_hist_queue },
+    { "lb_pool_connect_seconds", "Time of each server connect that succeeded",
+      lb_prom_hist_connect },
+    { "lb_pool_session_duration_seconds",
+      "From accept to close, of each client connection that ended", lb_prom_hist_session },
+};
+
 int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -787,43 +816,17 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
                                 strcmp(state, lb_prom_states[k]) == 0);
         }
     }
-    lb_prom_head(out, "lb_check_duration_seconds", "histogram",
-                 "Health probe durations (connect + request + status line)");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        char labels[128];
+    for (size_t m = 0; m < sizeof(lb_prom_pool_hists) / sizeof(lb_prom_pool_hists[0]); m++) {
+        lb_prom_head(out, lb_prom_pool_hists[m].name, "histogram", lb_prom_pool_hists[m].help);
+        for (size_t i = 0; i < g->conf->npools; i++) {
+            char labels[128];
+            struct lb_hist h;
 
-        /* conf/ limits names to [A-Za-z0-9_.-]: nothing to escape */
-        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
-        lb_prom_hist(out, "lb_check_duration_seconds", labels,
-                     &sn.pools[i].check_duration);
-    }
-    lb_prom_head(out, "lb_pool_queue_wait_seconds", "histogram",
-                 "How long served clients waited in the pool's queue");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        char labels[128];
-
-        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
-        lb_prom_hist(out, "lb_pool_queue_wait_seconds", labels, &sn.pools[i].queue.wait);
-    }
-    lb_prom_head(out, "lb_pool_connect_seconds", "histogram",
-                 "Time of each server connect that succeeded");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        char labels[128];
-        struct lb_hist h;
-
-        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
-        lb_ahist_read(&g->pools[i].shared->connect_time, &h);
-        lb_prom_hist(out, "lb_pool_connect_seconds", labels, &h);
-    }
-    lb_prom_head(out, "lb_pool_session_duration_seconds", "histogram",
-                 "From accept to close, of each client connection that ended");
-    for (size_t i = 0; i < g->conf->npools; i++) {
-        char labels[128];
-        struct lb_hist h;
-
-        snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
-        lb_ahist_read(&g->pools[i].shared->session_duration, &h);
-        lb_prom_hist(out, "lb_pool_session_duration_seconds", labels, &h);
+            /* conf/ limits names to [A-Za-z0-9_.-]: nothing to escape */
+            snprintf(labels, sizeof(labels), "pool=\"%s\"", g->pools[i].conf->name);
+            lb_prom_pool_hists[m].read(&sn, i, &h);
+            lb_prom_hist(out, lb_prom_pool_hists[m].name, labels, &h);
+        }
     }
     lb_prom_head(out, "lb_check_lag_seconds", "histogram",
                  "How late health probes started against their schedule");

@@ -17,7 +17,6 @@
  * state_lock, for the admin thread.
  */
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,37 +391,12 @@ lb_members_fini(struct lb_daemon *d)
 
 /* ------------------------------------------------------- hand-over */
 
-static int
-lb_members_text_add(char **text, size_t *len, size_t *cap, const char *fmt, ...)
-{
-    va_list ap;
-    int k;
-
-    for (;;) {
-        va_start(ap, fmt);
-        k = vsnprintf(*text + *len, *cap - *len, fmt, ap);
-        va_end(ap);
-        if (k >= 0 && (size_t)k < *cap - *len)
-            break;
-        char *grown = k < 0 ? NULL : realloc(*text, *cap * 2);
-
-        if (grown == NULL)
-            return -1;
-        *text = grown;
-        *cap *= 2;
-    }
-    *len += (size_t)k;
-    return 0;
-}
-
 char *
 lb_members_text(struct lb_daemon *d, size_t *len)
 {
-    size_t cap = 1024;
-    char *text = malloc(cap);
-    int rc = text != NULL ? 0 : -1;
+    struct lb_text t = { 0 };
+    int rc = 0;
 
-    *len = 0;
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; rc == 0 && i < d->nmembers; i++) {
         const struct lb_members *m = d->members[i];
@@ -434,21 +408,16 @@ lb_members_text(struct lb_daemon *d, size_t *len)
             for (size_t k = 0; rc == 0 && k < lists[l].n; k++) {
                 const struct lb_member *mb = &lists[l].list[k];
 
-                rc = lb_members_text_add(&text, len, &cap, "member %s %s %s %s %u %u\n",
-                                         lists[l].source, m->pool, mb->name, mb->address,
-                                         mb->weight, mb->max_connections);
+                rc = lb_text_printf(&t, "member %s %s %s %s %u %u\n", lists[l].source, m->pool,
+                                    mb->name, mb->address, mb->weight, mb->max_connections);
             }
         }
         for (size_t k = 0; rc == 0 && k < m->nweights; k++)
-            rc = lb_members_text_add(&text, len, &cap, "weight %s %s %u\n", m->pool,
-                                     m->weights[k].name, m->weights[k].weight);
+            rc = lb_text_printf(&t, "weight %s %s %u\n", m->pool, m->weights[k].name,
+                                m->weights[k].weight);
     }
     pthread_mutex_unlock(&d->state_lock);
-    if (rc == -1) {
-        free(text);
-        return NULL;
-    }
-    return text;
+    return lb_text_take(&t, len);
 }
 
 int

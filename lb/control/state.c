@@ -36,13 +36,9 @@ char *
 lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
 {
     uint64_t now = lb_mono_ms();
-    size_t cap = 4096, used = 0;
-    char *text = malloc(cap);
+    struct lb_text t = { 0 };
 
     *n = 0;
-    if (text == NULL)
-        return NULL;
-    text[0] = '\0';
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->nservers; i++) {
         const struct lb_server *srv = d->gen->servers[i];
@@ -55,6 +51,7 @@ lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
             .down_ms = b->health.state == BAL_HEALTH_DOWN && now > b->down_since_ms
                            ? now - b->down_since_ms : 0,
         };
+        char *at;
         size_t k;
 
         if (!lb_state_is_saved(s.health) && s.admin == BAL_ADMIN_NONE)
@@ -64,24 +61,14 @@ lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
         snprintf(s.pool, sizeof(s.pool), "%s", srv->pool->conf->name);
         snprintf(s.name, sizeof(s.name), "%s", srv->conf->name);
         snprintf(s.addr, sizeof(s.addr), "%s", srv->conf->addr.text);
-        if (cap - used < LB_STATE_LINE_MAX) {
-            char *grown = realloc(text, cap * 2);
-
-            if (grown == NULL) {
-                pthread_mutex_unlock(&d->state_lock);
-                free(text);
-                return NULL;
-            }
-            text = grown;
-            cap *= 2;
-        }
-        k = bal_saved_format(text + used, cap - used, &s);
-        used += k;
+        if ((at = lb_text_room(&t, LB_STATE_LINE_MAX)) == NULL)
+            break;
+        k = bal_saved_format(at, LB_STATE_LINE_MAX, &s);
+        t.len += k;
         *n += k > 0;
     }
     pthread_mutex_unlock(&d->state_lock);
-    *len = used;
-    return text;
+    return lb_text_take(&t, len);
 }
 
 void

@@ -202,36 +202,21 @@ lb_control_send_lines(int fd, const char *text, size_t len)
 static char *
 lb_control_beats(struct lb_daemon *d, size_t *len)
 {
-    size_t cap = 256;
-    char *text = malloc(cap);
+    struct lb_text t = { 0 };
+    int rc = 0;
 
-    *len = 0;
     pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; text != NULL && i < d->gen->nservers; i++) {
+    for (size_t i = 0; rc == 0 && i < d->gen->nservers; i++) {
         const struct lb_server *srv = d->gen->servers[i];
         const struct lb_backend *b = srv->b;
-        int k;
 
-        if (srv->pool->conf->heartbeat_ttl_ms == 0 ||
-            (b->beat != BAL_BEAT_WARN && b->beat != BAL_BEAT_FAIL))
-            continue;
-        if (cap - *len < LB_STATE_LINE_MAX) {
-            char *grown = realloc(text, cap * 2);
-
-            if (grown == NULL) {
-                free(text);
-                text = NULL;
-                break;
-            }
-            text = grown;
-            cap *= 2;
-        }
-        k = snprintf(text + *len, cap - *len, "beat %s %s %s %d\n", srv->pool->conf->name,
-                     srv->conf->name, bal_beat_name(b->beat), b->is_beat_expired);
-        *len += (size_t)k;
+        if (srv->pool->conf->heartbeat_ttl_ms > 0 &&
+            (b->beat == BAL_BEAT_WARN || b->beat == BAL_BEAT_FAIL))
+            rc = lb_text_printf(&t, "beat %s %s %s %d\n", srv->pool->conf->name,
+                                srv->conf->name, bal_beat_name(b->beat), b->is_beat_expired);
     }
     pthread_mutex_unlock(&d->state_lock);
-    return text;
+    return lb_text_take(&t, len);
 }
 
 /* Everything the new process needs, in order; -1 on a send failure. */

@@ -135,6 +135,25 @@ uint64_t lb_net_raise_fd_limit(void);
  * errno when the datagram could not be sent. Any thread. */
 int lb_net_notify(const char *state);
 
+/* --------------------------------------------------------------- text.c */
+
+/* A text built line by line (under a lock) and written or sent after it.
+ * Starts zeroed; grows as needed. Out of memory, it is freed and stays
+ * failed: every later call fails too. lb_text_take hands it over. */
+struct lb_text {
+    char *p;
+    size_t len, cap;
+    bool is_failed;
+};
+/* Room for n more bytes (and a NUL) at p + len; the caller adds what it
+ * wrote to len. NULL when out of memory. */
+char *lb_text_room(struct lb_text *t, size_t n);
+/* Appends, formatted; -1 when out of memory. */
+int lb_text_printf(struct lb_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text (the caller frees it) and its length; an empty one when nothing
+ * was added, NULL when out of memory. */
+char *lb_text_take(struct lb_text *t, size_t *len);
+
 /* ------------------------------------------------------------ mailbox.c
  * The one way threads talk: a queue of fixed-size messages to the thread
  * that runs an event_base. Any thread posts a copy of a message; the owner

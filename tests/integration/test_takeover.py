@@ -106,6 +106,13 @@ class TakeoverTest(LbTestCase):
         text, admin_port, fports = make_admin_config(pools, control_socket=self.sock, **kw)
         return text, admin_port, fports
 
+    def write(self, name, text):
+        """A config file of this case's directory; its path."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
     def start(self, text, admin_port, fports, args=(), **kw):
         lb = self.start_lb(text, args=args, **kw)
         lb.admin, lb.admin_port, lb.fports = Admin(admin_port), admin_port, fports
@@ -267,17 +274,13 @@ class TakeoverTest(LbTestCase):
         a = self.named("a")
         # -x needs control_socket
         plain, _, _ = make_admin_config([("web", [("a", a.port)], {})])
-        path = os.path.join(self.dir, "plain.ini")
-        with open(path, "w") as f:
-            f.write(plain)
+        path = self.write("plain.ini", plain)
         code, _, err = harness.run_lb(["-c", path, "-x"])
         self.assertEqual(code, 1)
         self.assertIn("-x takes over through [global] control_socket, which is not set", err)
         # nobody to take over from
         text, admin_port, fports = self.config([("web", [("a", a.port)], {})])
-        path = os.path.join(self.dir, "x.ini")
-        with open(path, "w") as f:
-            f.write(text)
+        path = self.write("x.ini", text)
         code, _, err = harness.run_lb(["-c", path, "-x"])
         self.assertEqual(code, 1)
         self.assertIn("event=takeover_failed", err)
@@ -286,9 +289,7 @@ class TakeoverTest(LbTestCase):
         old = self.start(text, admin_port, fports)
         # a second lb (other ports) on the same control socket
         other, _, _ = self.config([("web", [("a", a.port)], {})])
-        path = os.path.join(self.dir, "other.ini")
-        with open(path, "w") as f:
-            f.write(other)
+        path = self.write("other.ini", other)
         code, _, err = harness.run_lb(["-c", path])
         self.assertEqual(code, 1)
         self.assertIn("another lb answers there (lb -x takes over from it)", err)
