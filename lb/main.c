@@ -222,8 +222,11 @@ lb_main_drop_privileges(const struct conf_global *g, char *err, size_t errlen)
         snprintf(err, errlen, "user = %s: %s", g->user, errno ? strerror(errno) : "no such user");
         return -1;
     }
-    if (g->user[0] == '\0')
-        pw = getpwuid(geteuid());
+    if (g->user[0] == '\0' && (pw = getpwuid(geteuid())) == NULL) {
+        snprintf(err, errlen, "group = %s: uid %u has no user entry to take groups from",
+                 g->group, (unsigned)geteuid());
+        return -1;
+    }
     if (g->group[0] != '\0' && (gr = getgrnam(g->group)) == NULL) {
         snprintf(err, errlen, "group = %s: %s", g->group,
                  errno ? strerror(errno) : "no such group");
@@ -321,7 +324,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     sig_ev[1] = evsignal_new(d->base, SIGINT, lb_main_on_stop_signal, d);
     sig_ev[2] = evsignal_new(d->base, SIGHUP, lb_main_on_hup, d);
     sig_ev[3] = evsignal_new(d->base, SIGUSR2, lb_main_on_usr2, d);
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(sig_ev) / sizeof(sig_ev[0]); i++) {
         if (sig_ev[i] == NULL || evsignal_add(sig_ev[i], NULL) == -1)
             signals_ok = false;
     }
@@ -358,7 +361,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         lb_log(CONF_LOG_WARN, "shutdown_timeout", "closed=%llu",
                (unsigned long long)atomic_load(&d->forced_closes));
 out:
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(sig_ev) / sizeof(sig_ev[0]); i++) {
         if (sig_ev[i] != NULL)
             event_free(sig_ev[i]);
     }
