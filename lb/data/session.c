@@ -171,6 +171,14 @@ lb_session_nodelay(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* Sends what MSG_MORE held back: setting TCP_NODELAY pushes the pending
+ * bytes (tcp(7)). */
+static void
+lb_session_push(int fd)
+{
+    lb_session_nodelay(fd);
+}
+
 static uint64_t
 lb_session_client_hash(const struct sockaddr *sa)
 {
@@ -717,7 +725,7 @@ lb_half_read(struct lb_half *h)
 {
     struct lb_session *s = h->s;
     ssize_t n, w;
-    bool is_alive;
+    bool is_alive, is_held = false;
 
     /* Blocked on the destination (lb_half_flush reads on), or done. */
     if (h->len > 0 || h->is_shut)
@@ -730,12 +738,21 @@ lb_half_read(struct lb_half *h)
     }
     for (int round = 0;; round++) {
         n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
-        if (!lb_half_got(h, n, round, &is_alive))
+        if (!lb_half_got(h, n, round, &is_alive)) {
+            if (is_alive && is_held && !h->is_shut)
+                lb_session_push(h->dst_fd);     /* no FIN after all */
             return is_alive;
+        }
 
         /* Write at once: in the common case everything goes and the buffer
-         * is back on the free list before the next event. */
-        w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL);
+         * is back on the free list before the next event. When the source's
+         * FIN is known to follow these bytes (reported with them, and this
+         * read took everything before it), the kernel holds them for the
+         * FIN that lb_half_shut sends right after (MSG_MORE): bytes and FIN
+         * leave in one segment, and the peer wakes once for both, as
+         * HAProxy does. */
+        is_held = h->is_src_ending && n < LB_BUF_SIZE;
+        w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL | (is_held ? MSG_MORE : 0));
         if (w == n && n == LB_BUF_SIZE && s->pool->conf->splice == CONF_SPLICE_AUTO) {
             /* A full buffer in one read: a bulk direction, spliced from
              * now on (HAProxy's splice-auto decides the same way). */

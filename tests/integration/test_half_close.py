@@ -4,6 +4,7 @@ side while the opposite direction keeps flowing, both ways."""
 import hashlib
 import os
 import socket
+import struct
 import time
 
 import harness
@@ -96,6 +97,33 @@ class HalfCloseTest(LbTestCase):
         ev = lb.wait_event("session_end", server="echo")[0]
         self.assertEqual(ev.get("frontend"), "fe", ev)
         self.assertEqual((ev.get("bytes_in"), ev.get("bytes_out")), ("5", "5"), ev)
+
+    def test_reply_and_fin_reach_the_client_in_one_segment(self):
+        # A server that answers and closes (HTTP/1.0, a one-shot RPC) sends
+        # its reply and its FIN in one segment here; lb sees both in one
+        # event and passes them on in one segment too (MSG_MORE, then the
+        # FIN), so the client wakes once. The client counts what its socket
+        # received (TCP_INFO's tcpi_segs_in): the SYN-ACK, the ACK of its
+        # request and the reply with the FIN, 3 in all; 4 when the FIN
+        # travels alone.
+        def answer_and_close(backend, conn):
+            if conn.recv(100):
+                conn.send(b"reply\n", socket.MSG_MORE)
+                conn.shutdown(socket.SHUT_WR)
+                harness.drain_until_eof(conn)
+
+        b = self.custom(answer_and_close, "oneshot")
+        lb = self.lb([("oneshot", b)])
+        segments = []
+        for _ in range(10):
+            s = self.client(lb.port)
+            s.sendall(b"request\n")
+            data, how = recv_until_eof(s)
+            self.assertEqual((data, how), (b"reply\n", "eof"))
+            info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            segments.append(struct.unpack_from("I", info, 140)[0])   # tcpi_segs_in
+            s.close()
+        self.assertEqual(segments, [3] * 10, "segments each client received")
 
 
 if __name__ == "__main__":
