@@ -748,10 +748,10 @@ lb_half_read(struct lb_half *h)
          * is back on the free list before the next event. When the source's
          * FIN is known to follow these bytes (reported with them, and this
          * read took everything before it), the kernel holds them for the
-         * FIN that lb_half_shut sends right after (MSG_MORE): bytes and FIN
-         * leave in one segment, and the peer wakes once for both, as
-         * HAProxy does. */
-        is_held = h->is_src_ending && n < LB_BUF_SIZE;
+         * FIN that lb_half_shut sends in this same call (MSG_MORE): bytes
+         * and FIN leave in one segment, and the peer wakes once for both,
+         * as HAProxy does. */
+        is_held = h->is_src_ending && n < LB_BUF_SIZE && round + 1 < LB_RELAY_BUDGET;
         w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL | (is_held ? MSG_MORE : 0));
         if (w == n && n == LB_BUF_SIZE && s->pool->conf->splice == CONF_SPLICE_AUTO) {
             /* A full buffer in one read: a bulk direction, spliced from
