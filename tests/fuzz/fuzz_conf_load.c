@@ -55,7 +55,7 @@ fuzz_check_conf(const struct conf *c)
         }
         FUZZ_CHECK(!p->min_servers.is_percent || p->min_servers.value <= 100);
         for (size_t s = 0; s < p->nservers; s++) {
-            FUZZ_CHECK(conf_name_is_valid(p->servers[s].name));
+            FUZZ_CHECK(conf_server_name_is_valid(p->servers[s].name));
             FUZZ_CHECK(p->servers[s].weight >= CONF_WEIGHT_MIN &&
                        p->servers[s].weight <= CONF_WEIGHT_MAX);
             FUZZ_CHECK(p->servers[s].line >= 1);
