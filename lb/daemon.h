@@ -53,6 +53,8 @@ struct lb_daemon {
     struct lb_limit limit;
     struct lb_worker *workers;
     size_t nworkers;
+    unsigned ncpus;                     /* CPUs lb may run on, at start: more
+                                           workers take turns (worker.c) */
     struct event_base *base;            /* main thread */
     struct lb_mailbox *mailbox;         /* struct lb_main_msg, to main */
     struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */

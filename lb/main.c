@@ -191,12 +191,10 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
      * sleeping one is a context switch (measured, 2 workers on 1 CPU: 4.5
      * times the switches of HAProxy's 2 threads, 7% to 12% more CPU per
      * connection and per request than 1 worker). */
-    unsigned ncpus = conf_cpu_count();
-
-    if (d->nworkers > ncpus)
+    if (d->nworkers > d->ncpus)
         lb_log(CONF_LOG_WARN, "workers_over_cpus",
                "workers=%zu cpus=%u detail=\"workers beyond the CPUs lb may run on take turns and cost CPU; workers = 0 runs one per CPU\"",
-               d->nworkers, ncpus);
+               d->nworkers, d->ncpus);
     for (size_t i = 0; i < c->nfrontends; i++)
         lb_log(CONF_LOG_INFO, "listen", "frontend=%s addr=%s pool=%s",
                c->frontends[i].name, c->frontends[i].listen.text,
@@ -278,6 +276,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
      * on the precise clock (a timerfd). */
     d->base = lb_base_new(EVENT_BASE_FLAG_PRECISE_TIMER);
     d->workers = calloc(d->nworkers, sizeof(*d->workers));
+    d->ncpus = conf_cpu_count();
     if (d->base == NULL || d->workers == NULL) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;

@@ -84,8 +84,8 @@ struct lb_worker {
     bool is_dispatching;
     bool is_stopping;
     bool is_accept_paused_emfile;
-    bool is_cpu_shared;                 /* more workers than CPUs: take turns */
-    uint64_t turn_since_us;             /* this turn on the CPU began */
+    uint64_t turn_since_us;             /* this turn on the CPU began, when
+                                           workers outnumber the CPUs */
 };
 
 /* ------------------------------------------------------------- worker.c */

@@ -171,14 +171,6 @@ lb_session_nodelay(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* Sends what MSG_MORE held back: setting TCP_NODELAY pushes the pending
- * bytes (tcp(7)). */
-static void
-lb_session_push(int fd)
-{
-    lb_session_nodelay(fd);
-}
-
 static uint64_t
 lb_session_client_hash(const struct sockaddr *sa)
 {
@@ -739,8 +731,10 @@ lb_half_read(struct lb_half *h)
     for (int round = 0;; round++) {
         n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
         if (!lb_half_got(h, n, round, &is_alive)) {
+            /* No FIN after all: setting TCP_NODELAY again sends what
+             * MSG_MORE held back (tcp(7)). */
             if (is_alive && is_held && !h->is_shut)
-                lb_session_push(h->dst_fd);     /* no FIN after all */
+                lb_session_nodelay(h->dst_fd);
             return is_alive;
         }
 

@@ -173,7 +173,6 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
 
     w->id = id;
     w->daemon = d;
-    w->is_cpu_shared = d->nworkers > conf_cpu_count();
     w->gen = g;
     lb_gen_ref(g);
     w->io_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -259,7 +258,7 @@ lb_worker_main(void *arg)
     pthread_setname_np(pthread_self(), "lb-worker");
     /* NO_EXIT_ON_EMPTY: a worker whose listeners are paused at the cap and
      * that has no session left must still wait for the resume. */
-    if (!w->is_cpu_shared) {
+    if (w->daemon->nworkers <= w->daemon->ncpus) {
         event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
     } else {
         w->turn_since_us = lb_mono_us();
