@@ -201,6 +201,28 @@ enum bal_admin {
     BAL_ADMIN_DISABLE,          /* out (maintenance); connections closed */
 };
 
+/* What the operators asked of one server, each input as it was last set:
+ * none of them writes another (a weight leaves admin as it was, and so
+ * does a delete), so that disable, weight 0, weight 5 leaves the server
+ * disabled. Any of them can take the server out; it is back in only when
+ * all allow it. */
+struct bal_operator {
+    enum bal_admin admin;       /* enable (none), drain or disable */
+    uint32_t weight;            /* effective: the admin API's weight, else
+                                   the configured one. 0 = in the pool, no
+                                   new connections: it drains (HAProxy's
+                                   weight 0, shown DRAIN). Only 0 or not
+                                   matters here: picks weigh by the pool's
+                                   weights */
+    bool is_api_removed;        /* deleted through the admin API: out at
+                                   once, drains with drain_timeout until a
+                                   reload takes it out of the pool */
+};
+
+/* Out by an operator's input: drain, disable, weight 0 or a delete. Never
+ * held by the guard nor counted for its floor, never warm-held. */
+bool bal_operator_is_out(const struct bal_operator *op);
+
 /* A server's heartbeats (heartbeat_ttl): a second input that can only
  * lower its health, never mask a failing probe. */
 enum bal_beat {
@@ -217,7 +239,8 @@ const char *bal_beat_name(enum bal_beat b);
 enum bal_cause {
     BAL_CAUSE_BUILD = 0,        /* a generation was built: start or reload */
     BAL_CAUSE_HEALTH,           /* server `cause` got a new health verdict */
-    BAL_CAUSE_ADMIN,            /* an operator acted on server `cause` */
+    BAL_CAUSE_ADMIN,            /* an operator acted on server `cause`:
+                                   enable, drain, disable, weight, delete */
     BAL_CAUSE_BEAT,             /* server `cause`'s heartbeat changed */
     BAL_CAUSE_TIME,             /* time passed: slow-start ramps move on */
 };
@@ -239,13 +262,12 @@ enum bal_why {
 struct bal_member {
     /* inputs */
     enum bal_health_state health;
-    enum bal_admin admin;
+    struct bal_operator op;
     bool is_removed;            /* gone from the config (reload) */
     bool is_new;                /* never decided before */
     bool was_in_rotation;       /* the previous decision, as published */
     bool was_guarded;
     uint64_t down_since_ms;     /* when its failing streak began */
-    uint32_t weight;            /* configured */
     uint64_t drain_timeout_ms;  /* of its pool */
     bool may_warm_hold;         /* removed: may stay in rotation while the
                                    pool warms (a reload's first probes) */
@@ -282,8 +304,9 @@ struct bal_member {
 };
 
 /* A server a reload added that waits for its first probe and is under
- * health control (no operator action): while a pool has one, it warms. */
-bool bal_is_warming(enum bal_health_state health, enum bal_admin admin);
+ * health control (no operator input takes it out): while a pool has one,
+ * it warms. */
+bool bal_is_warming(enum bal_health_state health, const struct bal_operator *op);
 
 /* The floor: min_servers as a count, or a percent of nservers rounded up;
  * never more than nservers. */
@@ -297,17 +320,19 @@ uint32_t bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
 size_t bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
                            enum bal_cause kind, size_t cause);
 
-/* The state an operator reads, from the decision and the open connections:
- * up (in rotation, guarded too), draining (drained by an operator, or out by
- * health with connections open), down (out by health, none open), disabled
- * (disabled by an operator, its connections closed or being closed). */
+/* The state an operator reads, from the decision, the operator's inputs
+ * and the open connections: up (in rotation, guarded too), disabled
+ * (disabled by an operator, its connections closed or being closed),
+ * draining (out by an operator's drain, weight 0 or delete, or out by
+ * health with connections open), down (out by health, none open). */
 enum bal_state {
     BAL_STATE_UP = 0,
     BAL_STATE_DRAINING,
     BAL_STATE_DOWN,
     BAL_STATE_DISABLED,
 };
-enum bal_state bal_state_of(bool in_rotation, enum bal_admin admin, uint32_t active);
+enum bal_state bal_state_of(bool in_rotation, const struct bal_operator *op,
+                            uint32_t active);
 const char *bal_state_name(enum bal_state s);
 const char *bal_admin_name(enum bal_admin a);
 

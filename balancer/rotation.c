@@ -3,29 +3,43 @@
  * held by the minimum-pool guard, at what weight, and why each one moved.
  * Pure: every input is a field of struct bal_member, every output too.
  *
- * One server, before the guard:
+ * One server, before the guard. "operator" is out when any of its
+ * operator's inputs says so (bal_operator_is_out): admin drain or disable,
+ * weight 0, or deleted through the API; each is kept as it was last set,
+ * so the last of them to be undone brings the server back:
  *
- *   removed  admin      health       heartbeat  -> in rotation
- *   yes      none       any          any        -> while the pool warms and
+ *   removed  operator   health       heartbeat  -> in rotation
+ *   yes      in         any          any        -> while the pool warms and
  *                                                  the caller allows it
  *                                                  (may_warm_hold): as it
  *                                                  was; then no, drains
- *   yes      drain/dis. any          any        -> no, drains (why: removed)
- *   no       drain/dis. any          any        -> no (operator)
- *   no       none       pending      any        -> no: a server a reload
+ *   yes      out        any          any        -> no, drains (why: removed)
+ *   no       out        any          any        -> no (why: admin when it
+ *                                                  moved); drains, a
+ *                                                  disable closes at once
+ *   no       in         pending      any        -> no: a server a reload
  *                                                  added waits for its
  *                                                  first pass
- *   no       none       down         any        -> no, unless the guard
+ *   no       in         down         any        -> no, unless the guard
  *                                                  holds it
- *   no       none       starting/up/ fail or    -> no, unless the guard
+ *   no       in         starting/up/ fail or    -> no, unless the guard
  *                       warning      expired       holds it
- *   no       none       starting/up/ off, pass, -> yes; warning (at
+ *   no       in         starting/up/ off, pass, -> yes; warning (at
  *                       warning      warn          warn_share of its weight)
  *                                                  when the health or the
  *                                                  heartbeat says warning
  *
  * A heartbeat only ever lowers: a fresh "pass" never brings back a server
  * whose probe fails.
+ *
+ * What an operator reads (bal_state_of), from the decision and the inputs:
+ *   in rotation (guarded too)                     -> up
+ *   out, admin disable (whatever else)            -> disabled
+ *   out, admin drain, weight 0 or deleted         -> draining (HAProxy's
+ *                                                    DRAIN, also for its
+ *                                                    weight 0)
+ *   out by health, connections open               -> draining
+ *   out by health, none open                      -> down
  *
  * Slow start: a server that enters rotation because of its health, an
  * operator or its heartbeat (not at start, nor by the guard) ramps its
@@ -34,24 +48,27 @@
  * ramps on and change nothing else.
  *
  * The guard: when fewer servers than the floor are in, failing servers
- * (admin none, health down, not removed) are held in rotation to make up
+ * (operator in, health down, not removed) are held in rotation to make up
  * the difference, the least bad first:
  *   1. those already held, so that a held server is never swapped for
  *      another (no flapping at the floor);
  *   2. then those whose failure began last, so the first to fail leave
  *      first.
- * Servers taken out by an operator, pending or removed are never held: an
- * operator who disables a server means it, and a server that never passed
- * has nothing to serve with. Every call recomputes the whole pool, so a
- * recovery anywhere releases held servers as soon as the floor allows.
+ * Servers taken out by an operator (drain, disable, weight 0, delete),
+ * pending or removed are never held, nor counted towards the floor: an
+ * operator who takes a server out means it, and a server that never
+ * passed has nothing to serve with. Every call recomputes the whole pool,
+ * so a recovery anywhere releases held servers as soon as the floor
+ * allows.
  *
  * Warming: a reload that replaces servers adds new ones pending, and until
  * their first probes pass the pool would have none to serve with (a
  * blue/green switch would refuse every client for a probe's time). So while
  * any server of the pool is pending (under health control, first probe not
- * back), the removed servers that were in rotation stay there; the caller
- * bounds that in time through may_warm_hold. Envoy warms a new cluster the
- * same way before it takes traffic.
+ * back), the removed servers that were in rotation, and that no operator
+ * took out, stay there; the caller bounds that in time through
+ * may_warm_hold. Envoy warms a new cluster the same way before it takes
+ * traffic.
  *
  * Why a server moved: a removed one, "removed" (none while warm-held); at a build (start or
  * reload), "reload" (or "placed" for its first decision, which is not a
@@ -107,13 +124,19 @@ bal_member_is_healthy(const struct bal_member *m)
             m->health == BAL_HEALTH_WARNING) && m->beat != BAL_BEAT_FAIL;
 }
 
+bool
+bal_operator_is_out(const struct bal_operator *op)
+{
+    return op->admin != BAL_ADMIN_NONE || op->weight == 0 || op->is_api_removed;
+}
+
 /* Under health control: neither removed, nor taken out by an operator, nor
  * waiting for its first probe. Only these count for, or are held by, the
  * guard. */
 static bool
 bal_member_is_eligible(const struct bal_member *m)
 {
-    return !m->is_removed && m->admin == BAL_ADMIN_NONE &&
+    return !m->is_removed && !bal_operator_is_out(&m->op) &&
            m->health != BAL_HEALTH_PENDING;
 }
 
@@ -151,9 +174,9 @@ bal_guard_hold(struct bal_member *m, size_t n, size_t need)
 }
 
 bool
-bal_is_warming(enum bal_health_state health, enum bal_admin admin)
+bal_is_warming(enum bal_health_state health, const struct bal_operator *op)
 {
-    return health == BAL_HEALTH_PENDING && admin == BAL_ADMIN_NONE;
+    return health == BAL_HEALTH_PENDING && !bal_operator_is_out(op);
 }
 
 static enum bal_why
@@ -212,7 +235,7 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
     bool is_warming = false;
 
     for (size_t i = 0; i < n && !is_warming; i++)
-        is_warming = !m[i].is_removed && bal_is_warming(m[i].health, m[i].admin);
+        is_warming = !m[i].is_removed && bal_is_warming(m[i].health, &m[i].op);
     for (size_t i = 0; i < n; i++) {
         m[i].in_rotation = bal_member_is_eligible(&m[i]) && bal_member_is_healthy(&m[i]);
         m[i].is_guarded = false;
@@ -230,7 +253,7 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         struct bal_member *s = &m[i];
 
         s->is_warm_held = is_warming && s->is_removed && s->may_warm_hold &&
-                          s->was_in_rotation && s->admin == BAL_ADMIN_NONE;
+                          s->was_in_rotation && !bal_operator_is_out(&s->op);
         s->in_rotation |= s->is_warm_held;
         in += s->is_warm_held;
     }
@@ -253,25 +276,27 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
                            (!s->in_rotation && s->why != BAL_WHY_NONE &&
                             s->why != BAL_WHY_PLACED) ||
                            (!s->in_rotation && is_cause && kind == BAL_CAUSE_ADMIN &&
-                            s->admin == BAL_ADMIN_DISABLE);
-        s->drain_ms = !s->is_removed && s->admin == BAL_ADMIN_DISABLE ? 0 : s->drain_timeout_ms;
+                            s->op.admin == BAL_ADMIN_DISABLE);
+        s->drain_ms = !s->is_removed && s->op.admin == BAL_ADMIN_DISABLE ? 0
+                                                                        : s->drain_timeout_ms;
         s->drain_clear = s->in_rotation && !s->was_in_rotation;
     }
     return in;
 }
 
 enum bal_state
-bal_state_of(bool in_rotation, enum bal_admin admin, uint32_t active)
+bal_state_of(bool in_rotation, const struct bal_operator *op, uint32_t active)
 {
     if (in_rotation)
         return BAL_STATE_UP;
     /* The operator's states are the ones the actions lead to, as
      * HAProxy's MAINT and DRAIN are: disabled also for the milliseconds
      * its connections take to close, draining also once the last one
-     * ended (the server takes none until enabled). */
-    if (admin == BAL_ADMIN_DISABLE)
+     * ended (the server takes none until enabled, given a weight or
+     * gone). Disable wins: its connections are closed, not drained. */
+    if (op->admin == BAL_ADMIN_DISABLE)
         return BAL_STATE_DISABLED;
-    if (admin == BAL_ADMIN_DRAIN || active > 0)
+    if (bal_operator_is_out(op) || active > 0)
         return BAL_STATE_DRAINING;
     return BAL_STATE_DOWN;
 }

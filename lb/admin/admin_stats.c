@@ -63,7 +63,7 @@ struct lb_server_view {
     const struct lb_server *srv;
     bool in_rotation;
     bool is_guarded;
-    enum bal_admin admin;
+    struct bal_operator op;
     const char *health;                 /* lb_server_health_name */
     uint32_t consecutive_successes, consecutive_failures;
     uint64_t checks;
@@ -121,7 +121,7 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .srv = srv,
         .in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
         .is_guarded = b->is_guarded,
-        .admin = b->admin,
+        .op = { .admin = b->admin, .weight = srv->conf->weight },
         .health = lb_server_health_name(srv),
         .consecutive_successes = b->health.consecutive_successes,
         .consecutive_failures = b->health.consecutive_failures,
@@ -275,10 +275,10 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
         conf_source_name(srv->conf->source), srv->conf->weight, srv->conf->max_connections,
-        bal_state_name(bal_state_of(v->in_rotation, v->admin, active)),
+        bal_state_name(bal_state_of(v->in_rotation, &v->op, active)),
         v->is_guarded ? "true" : "false",
         v->health,
-        bal_admin_name(v->admin),
+        bal_admin_name(v->op.admin),
         conf_check_name(srv->pool->conf->check),
         active,
         (unsigned long long)LB_LOAD(srv->b->total_connections),
@@ -551,7 +551,7 @@ static const char *
 lb_prom_state_of(const struct lb_server_view *v)
 {
     uint32_t active = bal_server_active(v->srv->pool->bal, v->srv->index);
-    enum bal_state st = bal_state_of(v->in_rotation, v->admin, active);
+    enum bal_state st = bal_state_of(v->in_rotation, &v->op, active);
 
     return st == BAL_STATE_UP && strcmp(v->health, "warning") == 0 ? "warning"
                                                                    : bal_state_name(st);

@@ -222,6 +222,13 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
            pc->nservers, m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN ? detection_ms : 0);
 }
 
+/* The operator's inputs of a server as the decision takes them. */
+static struct bal_operator
+lb_server_operator(const struct lb_server *srv)
+{
+    return (struct bal_operator){ .admin = srv->b->admin, .weight = srv->conf->weight };
+}
+
 /* One decision over the n servers in d->decide_servers (a pool, and at a
  * reload the servers it lost), and what it changes. cause is the index of
  * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
@@ -244,13 +251,12 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
 
         m[i] = (struct bal_member){
             .health = b->health.state,
-            .admin = b->admin,
+            .op = lb_server_operator(srv),
             .is_removed = b->is_removed,
             .is_new = !b->is_decided,
             .was_in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
             .was_guarded = b->is_guarded,
             .down_since_ms = b->down_since_ms,
-            .weight = srv->conf->weight,
             .drain_timeout_ms = spc->drain_timeout_ms,
             .may_warm_hold = warm_hold && b->is_removed,
             .beat = spc->heartbeat_ttl_ms > 0 ? b->beat : BAL_BEAT_OFF,
@@ -367,9 +373,9 @@ bool
 lb_gen_is_warming(const struct lb_gen *g)
 {
     for (size_t i = 0; i < g->nservers; i++) {
-        const struct lb_backend *b = g->servers[i]->b;
+        struct bal_operator op = lb_server_operator(g->servers[i]);
 
-        if (bal_is_warming(b->health.state, b->admin))
+        if (bal_is_warming(g->servers[i]->b->health.state, &op))
             return true;
     }
     return false;

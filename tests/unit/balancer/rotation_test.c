@@ -36,6 +36,7 @@ static const char *const beat_names[] = { "off", "pass", "warn", "fail" };
 struct combo {
     enum bal_health_state health;
     enum bal_admin admin;
+    bool is_zero_weight, is_api_removed;    /* the operator's other inputs */
     bool is_removed, is_new, was_in, was_guarded;
     enum cause_case cause;
     enum bal_beat beat;
@@ -49,7 +50,8 @@ struct combo {
 #define YES (1u << 1)
 
 struct rule {
-    unsigned health, admin, is_removed, is_new, was_in, was_guarded, cause, in, beat;
+    unsigned health, admin, is_zero_weight, is_api_removed, is_removed, is_new, was_in,
+             was_guarded, cause, in, beat;
     long long out;
 };
 #define B(b) (1u << (b))
@@ -58,6 +60,8 @@ struct rule {
 static const struct rule in_rules[] = {
     { .is_removed = YES, .out = 0 },                            /* drains */
     { .admin = A(BAL_ADMIN_DRAIN) | A(BAL_ADMIN_DISABLE), .out = 0 },
+    { .is_zero_weight = YES, .out = 0 },                        /* drains */
+    { .is_api_removed = YES, .out = 0 },                        /* deleted */
     { .health = H(BAL_HEALTH_PENDING), .out = 0 },              /* no pass yet */
     { .health = H(BAL_HEALTH_DOWN), .out = 0 },
     { .beat = B(BAL_BEAT_FAIL), .out = 0 },                     /* only lowers */
@@ -139,6 +143,8 @@ static bool
 rule_matches(const struct rule *r, const struct combo *c)
 {
     return field_matches(r->health, c->health) && field_matches(r->admin, c->admin) &&
+           field_matches(r->is_zero_weight, c->is_zero_weight) &&
+           field_matches(r->is_api_removed, c->is_api_removed) &&
            field_matches(r->is_removed, c->is_removed) && field_matches(r->is_new, c->is_new) &&
            field_matches(r->was_in, c->was_in) &&
            field_matches(r->was_guarded, c->was_guarded) &&
@@ -149,11 +155,11 @@ rule_matches(const struct rule *r, const struct combo *c)
 static void
 print_combo(const struct combo *c, size_t pos)
 {
-    fprintf(stderr, "  [health=%s admin=%s removed=%d new=%d was_in=%d was_guarded=%d "
-            "cause=%s beat=%s at index %zu]\n",
-            bal_health_state_name(c->health), bal_admin_name(c->admin), c->is_removed,
-            c->is_new, c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat],
-            pos);
+    fprintf(stderr, "  [health=%s admin=%s weight=%u api_removed=%d removed=%d new=%d "
+            "was_in=%d was_guarded=%d cause=%s beat=%s at index %zu]\n",
+            bal_health_state_name(c->health), bal_admin_name(c->admin),
+            c->is_zero_weight ? 0 : WEIGHT, c->is_api_removed, c->is_removed, c->is_new,
+            c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat], pos);
 }
 
 static long long
@@ -190,12 +196,14 @@ check_combo(struct combo *c, size_t pos)
     enum bal_cause kind = BAL_CAUSE_BUILD;
 
     m[other] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
-                                    .weight = 3, .drain_timeout_ms = DRAIN_MS,
+                                    .op.weight = 3, .drain_timeout_ms = DRAIN_MS,
                                     .warn_share = WARN_SHARE };
     m[pos] = (struct bal_member){
-        .health = c->health, .admin = c->admin, .is_removed = c->is_removed,
-        .is_new = c->is_new, .was_in_rotation = c->was_in, .was_guarded = c->was_guarded,
-        .down_since_ms = 1000, .weight = WEIGHT, .drain_timeout_ms = DRAIN_MS,
+        .health = c->health,
+        .op = { .admin = c->admin, .weight = c->is_zero_weight ? 0 : WEIGHT,
+                .is_api_removed = c->is_api_removed },
+        .is_removed = c->is_removed, .is_new = c->is_new, .was_in_rotation = c->was_in,
+        .was_guarded = c->was_guarded, .down_since_ms = 1000, .drain_timeout_ms = DRAIN_MS,
         .beat = c->beat, .warn_share = WARN_SHARE,
     };
     switch (c->cause) {
@@ -245,13 +253,16 @@ test_truth_table(void)
     for (size_t h = 0; h < 5; h++)
     for (int beat = 0; beat < 4; beat++)
     for (size_t a = 0; a < 3; a++)
+    for (int zero_weight = 0; zero_weight < 2; zero_weight++)
+    for (int api_removed = 0; api_removed < 2; api_removed++)
     for (int removed = 0; removed < 2; removed++)
     for (int is_new = 0; is_new < 2; is_new++)
     for (int was_in = 0; was_in < 2; was_in++)
     for (int was_guarded = 0; was_guarded < 2; was_guarded++)
     for (int cause = 0; cause < CC_COUNT; cause++) {
         struct combo c = {
-            .health = healths[h], .admin = admins[a], .is_removed = removed,
+            .health = healths[h], .admin = admins[a], .is_zero_weight = zero_weight,
+            .is_api_removed = api_removed, .is_removed = removed,
             .is_new = is_new, .was_in = was_in, .was_guarded = was_guarded,
             .cause = (enum cause_case)cause, .beat = (enum bal_beat)beat,
         };
@@ -261,11 +272,11 @@ test_truth_table(void)
         count++;
         in += c.in;
     }
-    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * CC_COUNT);
-    CHECK_EQ_INT(count, 4800);
-    /* in rotation only when not removed, admin none, starting, up or
-     * warning, and the heartbeat not failed */
-    CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
+    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * CC_COUNT);
+    CHECK_EQ_INT(count, 19200);
+    /* in rotation only when not removed, admin none, a weight, not
+     * deleted, starting, up or warning, and the heartbeat not failed */
+    CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
 }
 
 /* ------------------------------------------------------ the guard, a pool */
@@ -274,7 +285,7 @@ static struct bal_member
 srv(enum bal_health_state health, uint64_t down_since_ms)
 {
     return (struct bal_member){ .health = health, .was_in_rotation = true,
-                                .down_since_ms = down_since_ms, .weight = 1 + (uint32_t)down_since_ms % 5,
+                                .down_since_ms = down_since_ms, .op.weight = 1 + (uint32_t)down_since_ms % 5,
                                 .drain_timeout_ms = DRAIN_MS };
 }
 
@@ -297,7 +308,7 @@ decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size
         if (s->is_guarded) {
             CHECK(s->in_rotation);
             CHECK((s->health == BAL_HEALTH_DOWN || s->beat == BAL_BEAT_FAIL) &&
-                  s->admin == BAL_ADMIN_NONE && !s->is_removed);
+                  s->op.admin == BAL_ADMIN_NONE && !s->is_removed);
         }
     }
     CHECK_EQ_INT(in, count);
@@ -486,11 +497,11 @@ test_operator_counts_but_is_not_held(void)
     uint32_t floor = bal_guard_floor(50, true, 4);
 
     m[2].was_in_rotation = m[3].was_in_rotation = false;
-    m[3].admin = BAL_ADMIN_DISABLE;
+    m[3].op.admin = BAL_ADMIN_DISABLE;
 
     /* the operator drains 0: 1 alone is below the floor, and of the failing
      * 2 is held (3 failed later but is disabled) */
-    m[0].admin = BAL_ADMIN_DRAIN;
+    m[0].op.admin = BAL_ADMIN_DRAIN;
     CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 0), 2);
     CHECK(!m[0].in_rotation && !m[0].is_guarded && m[0].drain_restart);
     CHECK_EQ_INT(m[0].why, BAL_WHY_ADMIN);
@@ -504,7 +515,7 @@ test_operator_counts_but_is_not_held(void)
 
     /* the operator disables the held server: the operator wins, and nobody
      * else can be held */
-    m[2].admin = BAL_ADMIN_DISABLE;
+    m[2].op.admin = BAL_ADMIN_DISABLE;
     CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 2), 1);
     CHECK(!m[2].in_rotation && !m[2].is_guarded && m[2].guard_released);
     CHECK_EQ_INT(m[2].why, BAL_WHY_ADMIN);
@@ -514,7 +525,7 @@ test_operator_counts_but_is_not_held(void)
 
     /* the operator enables 3, still failing: the guard holds it at once,
      * and the cause keeps its own why */
-    m[3].admin = BAL_ADMIN_NONE;
+    m[3].op.admin = BAL_ADMIN_NONE;
     CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 2);
     CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held && m[3].drain_clear);
     CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
@@ -522,12 +533,29 @@ test_operator_counts_but_is_not_held(void)
     CHECK(!m[3].drain_restart);
     carry(m, 4);
 
-    /* draining (not disabling) a held server: out too */
-    m[3].admin = BAL_ADMIN_DRAIN;
-    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 1);
-    CHECK(!m[3].in_rotation && m[3].guard_released && m[3].drain_restart);
-    CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
-    CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
+    /* draining (not disabling) a held server: out too; so are weight 0
+     * and a delete through the API, and each, undone, holds it again */
+    for (int k = 0; k < 3; k++) {
+        struct bal_operator in = m[3].op;
+
+        if (k == 0)
+            m[3].op.admin = BAL_ADMIN_DRAIN;
+        else if (k == 1)
+            m[3].op.weight = 0;
+        else
+            m[3].op.is_api_removed = true;
+        CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 1);
+        CHECK(!m[3].in_rotation && m[3].guard_released && m[3].drain_restart);
+        CHECK_EQ_INT(m[3].why, BAL_WHY_ADMIN);
+        CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
+        /* nobody else is held in its place: 0 is drained, 2 disabled */
+        CHECK(!m[0].in_rotation && !m[2].in_rotation);
+        carry(m, 4);
+        m[3].op = in;
+        CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_ADMIN, 3), 2);
+        CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held);
+        carry(m, 4);
+    }
 }
 
 /* The cause, out before, moved in by the guard: its why is its own kind
@@ -608,7 +636,7 @@ test_fewer_candidates_than_floor(void)
     };
     struct bal_member none[1];
 
-    m[2].admin = BAL_ADMIN_DISABLE;
+    m[2].op.admin = BAL_ADMIN_DISABLE;
     CHECK_EQ_INT(decide(m, 3, 3, BAL_CAUSE_BUILD, 0), 2);
     CHECK(m[0].in_rotation && m[0].is_guarded);
     CHECK(!m[2].in_rotation && !m[2].is_guarded);
@@ -699,46 +727,218 @@ test_removed(void)
     CHECK(m[2].is_guarded && m[2].guard_held && !m[1].is_guarded);
 
     /* a removed server that was disabled drains like any removed one */
-    m[3].admin = BAL_ADMIN_DISABLE;
+    m[3].op.admin = BAL_ADMIN_DISABLE;
     decide(m, 4, floor, BAL_CAUSE_BUILD, 0);
     CHECK_EQ_INT(m[3].drain_ms, DRAIN_MS);
     CHECK(m[3].drain_restart);
 }
+
+/* ------------------------------------------ the operator's inputs, in order
+ *
+ * An operator has five inputs on a server: disable, drain, weight 0, the
+ * weight back (5), delete. Each is kept as it was last set and none writes
+ * another, so every order of them must leave the server where the inputs
+ * as last set say. Played here: every order (the weight back only after
+ * its 0; delete anywhere, since a members reload that fails leaves a
+ * deleted server in the pool, or not at all), one input a step, on a
+ * server beside a healthy one, with a floor of 2, so that the guard would
+ * hold it if it were allowed to; its health up, then down. After each step:
+ * in rotation only while none of its inputs takes it out (down: held by
+ * the guard); otherwise disabled while the last of disable and drain was
+ * a disable, else draining; when it leaves, its connections drain (a
+ * disable: closed at once). disable, weight 0, weight 5 stays disabled.
+ */
+enum op_input { OP_DISABLE = 0, OP_DRAIN, OP_WEIGHT_0, OP_WEIGHT_BACK, OP_DELETE, OP_COUNT };
+
+static const char *const op_names[] = { "disable", "drain", "weight 0", "weight 5", "delete" };
+
+/* The input as the daemon records it: one field, nothing else. */
+static void
+op_record(struct bal_operator *op, enum op_input in)
+{
+    switch (in) {
+    case OP_DISABLE: op->admin = BAL_ADMIN_DISABLE; break;
+    case OP_DRAIN: op->admin = BAL_ADMIN_DRAIN; break;
+    case OP_WEIGHT_0: op->weight = 0; break;
+    case OP_WEIGHT_BACK: op->weight = 5; break;
+    case OP_DELETE: op->is_api_removed = true; break;
+    case OP_COUNT: break;
+    }
+}
+
+static void
+print_order(const enum op_input *order, size_t n, size_t step, enum bal_health_state health)
+{
+    fprintf(stderr, "  [health %s, after step %zu of:", bal_health_state_name(health), step + 1);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s%s", op_names[order[i]], i + 1 < n ? "," : "");
+    fprintf(stderr, "]\n");
+}
+
+#define EXPECT_STEP(got, want)                                              \
+    do {                                                                    \
+        long long g_ = (long long)(got), w_ = (long long)(want);           \
+        if (g_ != w_) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %lld (got %lld)\n", \
+                    __FILE__, __LINE__, #got, w_, g_);                      \
+            print_order(order, n, k, health);                               \
+            check_failures++;                                               \
+        }                                                                   \
+    } while (0)
+
+static void
+check_order(const enum op_input *order, size_t n, enum bal_health_state health)
+{
+    struct bal_member m[2];
+    enum bal_admin admin = BAL_ADMIN_NONE;       /* what the inputs said last */
+    bool is_zero_weight = false, is_deleted = false, was_in = true;
+
+    m[0] = (struct bal_member){ .health = health, .op.weight = 5, .was_in_rotation = true,
+                                .was_guarded = health == BAL_HEALTH_DOWN,
+                                .down_since_ms = 100, .drain_timeout_ms = DRAIN_MS };
+    m[1] = (struct bal_member){ .health = BAL_HEALTH_UP, .op.weight = 3,
+                                .was_in_rotation = true, .drain_timeout_ms = DRAIN_MS };
+    for (size_t k = 0; k < n; k++) {
+        bool in;
+        size_t count;
+        enum bal_state want;
+
+        admin = order[k] == OP_DISABLE ? BAL_ADMIN_DISABLE
+              : order[k] == OP_DRAIN ? BAL_ADMIN_DRAIN : admin;
+        is_zero_weight = order[k] == OP_WEIGHT_0 ? true
+                       : order[k] == OP_WEIGHT_BACK ? false : is_zero_weight;
+        is_deleted |= order[k] == OP_DELETE;
+        in = admin == BAL_ADMIN_NONE && !is_zero_weight && !is_deleted;
+        want = in ? BAL_STATE_UP : admin == BAL_ADMIN_DISABLE ? BAL_STATE_DISABLED
+                                                              : BAL_STATE_DRAINING;
+
+        op_record(&m[0].op, order[k]);
+        count = bal_rotation_decide(m, 2, 2, BAL_CAUSE_ADMIN, 0);
+        EXPECT_STEP(m[0].in_rotation, in);
+        EXPECT_STEP(bal_state_of(m[0].in_rotation, &m[0].op, 0), want);
+        EXPECT_STEP(m[0].is_guarded, in && health == BAL_HEALTH_DOWN);
+        EXPECT_STEP(m[0].why, in != was_in ? BAL_WHY_ADMIN : BAL_WHY_NONE);
+        EXPECT_STEP(m[0].drain_restart,
+                    (was_in && !in) || (!in && admin == BAL_ADMIN_DISABLE));
+        if (!in)
+            EXPECT_STEP(m[0].drain_ms, admin == BAL_ADMIN_DISABLE ? 0 : DRAIN_MS);
+        EXPECT_STEP(m[0].drain_clear, in && !was_in);
+        EXPECT_STEP(m[1].in_rotation && !m[1].is_guarded && m[1].why == BAL_WHY_NONE, 1);
+        EXPECT_STEP(count, 1 + in);
+        /* what stays an input is untouched by the decision */
+        EXPECT_STEP(m[0].op.admin, admin);
+        EXPECT_STEP(m[0].op.weight, is_zero_weight ? 0 : 5);
+        EXPECT_STEP(m[0].op.is_api_removed, is_deleted);
+        was_in = in;
+        carry(m, 2);
+    }
+}
+
+/* The next order of a[0..n) in lexicographic order; false after the last. */
+static bool
+next_order(enum op_input *a, size_t n)
+{
+    size_t i = n - 1, j = n - 1;
+
+    while (i > 0 && a[i - 1] >= a[i])
+        i--;
+    if (i == 0)
+        return false;
+    while (a[j] <= a[i - 1])
+        j--;
+    enum op_input t = a[i - 1];
+    a[i - 1] = a[j];
+    a[j] = t;
+    for (j = n - 1; i < j; i++, j--) {
+        t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+    return true;
+}
+
+static void
+test_operator_orders(void)
+{
+    enum op_input order[OP_COUNT] = { OP_DISABLE, OP_DRAIN, OP_WEIGHT_0, OP_WEIGHT_BACK,
+                                      OP_DELETE };
+    size_t orders = 0;
+
+    do {
+        size_t at[OP_COUNT];
+
+        for (size_t i = 0; i < OP_COUNT; i++)
+            at[order[i]] = i;
+        if (at[OP_WEIGHT_BACK] < at[OP_WEIGHT_0])
+            continue;                   /* "back" means after the 0 */
+        for (int h = 0; h < 2; h++) {
+            enum bal_health_state health = h ? BAL_HEALTH_DOWN : BAL_HEALTH_UP;
+
+            check_order(order, OP_COUNT, health);
+            if (at[OP_DELETE] == OP_COUNT - 1)  /* the same without the delete */
+                check_order(order, OP_COUNT - 1, health);
+        }
+        orders += 1 + (at[OP_DELETE] == OP_COUNT - 1);
+    } while (next_order(order, OP_COUNT));
+    CHECK_EQ_INT(orders, 5 * 4 * 3 * 2 / 2 + 4 * 3 * 2 / 2);
+    CHECK_EQ_INT(orders, 72);
+}
+
+#undef EXPECT_STEP
 
 /* ------------------------------------------------- state, names, deadline */
 
 static void
 test_state_of(void)
 {
+#define N BAL_ADMIN_NONE
+#define R BAL_ADMIN_DRAIN
+#define D BAL_ADMIN_DISABLE
     static const struct {
         bool in;
-        enum bal_admin admin;
+        struct bal_operator op;
         uint32_t active;
         enum bal_state state;
     } t[] = {
-        { true, BAL_ADMIN_NONE, 0, BAL_STATE_UP },
-        { true, BAL_ADMIN_NONE, 1, BAL_STATE_UP },
-        { true, BAL_ADMIN_DRAIN, 0, BAL_STATE_UP },
-        { true, BAL_ADMIN_DRAIN, 1, BAL_STATE_UP },
-        { true, BAL_ADMIN_DISABLE, 0, BAL_STATE_UP },
-        { true, BAL_ADMIN_DISABLE, 1, BAL_STATE_UP },
-        { false, BAL_ADMIN_NONE, 0, BAL_STATE_DOWN },
-        { false, BAL_ADMIN_NONE, 1, BAL_STATE_DRAINING },
-        { false, BAL_ADMIN_DRAIN, 0, BAL_STATE_DRAINING },     /* HAProxy's DRAIN */
-        { false, BAL_ADMIN_DRAIN, 1, BAL_STATE_DRAINING },
-        { false, BAL_ADMIN_DISABLE, 0, BAL_STATE_DISABLED },
-        { false, BAL_ADMIN_DISABLE, 1, BAL_STATE_DISABLED },   /* being closed: MAINT */
-        { false, BAL_ADMIN_NONE, UINT32_MAX, BAL_STATE_DRAINING },
-        { false, BAL_ADMIN_DISABLE, UINT32_MAX, BAL_STATE_DISABLED },
+        { true, { N, 1, false }, 0, BAL_STATE_UP },
+        { true, { N, 1, false }, 1, BAL_STATE_UP },
+        { true, { R, 1, false }, 0, BAL_STATE_UP },
+        { true, { R, 1, false }, 1, BAL_STATE_UP },
+        { true, { D, 1, false }, 0, BAL_STATE_UP },
+        { true, { D, 1, false }, 1, BAL_STATE_UP },
+        { true, { N, 0, true }, 0, BAL_STATE_UP },        /* what was decided */
+        { false, { N, 1, false }, 0, BAL_STATE_DOWN },
+        { false, { N, 1, false }, 1, BAL_STATE_DRAINING },
+        { false, { R, 1, false }, 0, BAL_STATE_DRAINING }, /* HAProxy's DRAIN */
+        { false, { R, 1, false }, 1, BAL_STATE_DRAINING },
+        { false, { D, 1, false }, 0, BAL_STATE_DISABLED },
+        { false, { D, 1, false }, 1, BAL_STATE_DISABLED }, /* being closed: MAINT */
+        { false, { N, 1, false }, UINT32_MAX, BAL_STATE_DRAINING },
+        { false, { D, 1, false }, UINT32_MAX, BAL_STATE_DISABLED },
+        /* weight 0: HAProxy shows DRAIN, also once the last one ended */
+        { false, { N, 0, false }, 0, BAL_STATE_DRAINING },
+        { false, { N, 0, false }, 3, BAL_STATE_DRAINING },
+        { false, { R, 0, false }, 0, BAL_STATE_DRAINING },
+        { false, { D, 0, false }, 0, BAL_STATE_DISABLED },
+        /* deleted through the API: draining until it is gone */
+        { false, { N, 1, true }, 0, BAL_STATE_DRAINING },
+        { false, { N, 1, true }, 2, BAL_STATE_DRAINING },
+        { false, { R, 0, true }, 0, BAL_STATE_DRAINING },
+        { false, { D, 1, true }, 0, BAL_STATE_DISABLED }, /* closed, not drained */
+        { false, { D, 0, true }, 1, BAL_STATE_DISABLED },
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        if (bal_state_of(t[i].in, t[i].admin, t[i].active) != t[i].state) {
-            fprintf(stderr, "  state_of(%d, %s, %u)\n", t[i].in, bal_admin_name(t[i].admin),
+        if (bal_state_of(t[i].in, &t[i].op, t[i].active) != t[i].state) {
+            fprintf(stderr, "  state_of(%d, {%s, %u, %d}, %u)\n", t[i].in,
+                    bal_admin_name(t[i].op.admin), t[i].op.weight, t[i].op.is_api_removed,
                     t[i].active);
-            CHECK_EQ_INT(bal_state_of(t[i].in, t[i].admin, t[i].active), t[i].state);
+            CHECK_EQ_INT(bal_state_of(t[i].in, &t[i].op, t[i].active), t[i].state);
         }
     }
+#undef N
+#undef R
+#undef D
 }
 
 static void
@@ -795,7 +995,7 @@ test_warm_hold(void)
     m[4] = srv(BAL_HEALTH_UP, 0);           /* removed, drained by an operator */
     m[4].is_removed = true;
     m[4].may_warm_hold = true;
-    m[4].admin = BAL_ADMIN_DRAIN;
+    m[4].op.admin = BAL_ADMIN_DRAIN;
     m[4].was_in_rotation = false;
 
     CHECK_EQ_INT(decide(m, 5, 1, BAL_CAUSE_BUILD, 0), 2);
@@ -844,9 +1044,36 @@ test_warm_hold(void)
     }
     m[2] = srv(BAL_HEALTH_PENDING, 0);
     m[2].was_in_rotation = false;
-    m[2].admin = BAL_ADMIN_DISABLE;
+    m[2].op.admin = BAL_ADMIN_DISABLE;
     CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 0);
     CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
+
+    /* nor one at weight 0 or deleted through the API; and a removed server
+     * such an input took out is never warm-held, even one still in */
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 2; i++) {
+            m[i] = srv(BAL_HEALTH_UP, 0);
+            m[i].is_removed = true;
+            m[i].may_warm_hold = true;
+        }
+        m[2] = srv(BAL_HEALTH_PENDING, 0);
+        m[2].was_in_rotation = false;
+        m[2].op.weight = k ? 1 : 0;
+        m[2].op.is_api_removed = k;
+        CHECK(!bal_is_warming(m[2].health, &m[2].op));
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 0);
+        CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
+
+        m[2].op = (struct bal_operator){ .weight = 1 };
+        CHECK(bal_is_warming(m[2].health, &m[2].op));
+        m[1].op.weight = k ? 1 : 0;
+        m[1].op.is_api_removed = k;
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 1);
+        CHECK(m[0].is_warm_held && m[0].in_rotation);
+        CHECK(!m[1].is_warm_held && !m[1].in_rotation && m[1].drain_restart);
+        CHECK_EQ_INT(m[1].why, BAL_WHY_REMOVED);
+        CHECK_EQ_INT(m[1].drain_ms, DRAIN_MS);
+    }
 }
 
 /* A warning server is in rotation, so it counts for the floor: with a floor
@@ -885,9 +1112,9 @@ test_slow_start(void)
         uint32_t base = warn ? WARN_SHARE : BAL_SHARE_FULL;
 
         m[0] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
-                                    .weight = 3, .slow_start_ms = 10000, .now_ms = 5000 };
+                                    .op.weight = 3, .slow_start_ms = 10000, .now_ms = 5000 };
         m[1] = (struct bal_member){ .health = warn ? BAL_HEALTH_WARNING : health,
-                                    .was_in_rotation = false, .weight = 3,
+                                    .was_in_rotation = false, .op.weight = 3,
                                     .warn_share = WARN_SHARE, .slow_start_ms = 10000,
                                     .now_ms = 5000 };
         bal_rotation_decide(m, 2, 0, BAL_CAUSE_HEALTH, 1);
@@ -914,7 +1141,7 @@ test_slow_start(void)
     /* An operator's enable and a heartbeat back ramp too; leaving rotation
      * ends the ramp. */
     for (int k = 0; k < 2; k++) {
-        m[1] = (struct bal_member){ .health = BAL_HEALTH_UP, .weight = 3,
+        m[1] = (struct bal_member){ .health = BAL_HEALTH_UP, .op.weight = 3,
                                     .slow_start_ms = 10000, .now_ms = 7000,
                                     .beat = BAL_BEAT_PASS };
         bal_rotation_decide(m, 2, 0, k ? BAL_CAUSE_BEAT : BAL_CAUSE_ADMIN, 1);
@@ -930,7 +1157,7 @@ test_slow_start(void)
 
     /* Not at lb's own start (a server's first place), nor when the guard
      * holds a failing server. */
-    m[1] = (struct bal_member){ .health = BAL_HEALTH_STARTING, .is_new = true, .weight = 3,
+    m[1] = (struct bal_member){ .health = BAL_HEALTH_STARTING, .is_new = true, .op.weight = 3,
                                 .slow_start_ms = 10000, .now_ms = 100 };
     m[0].is_new = true;
     m[0].was_in_rotation = false;
@@ -939,9 +1166,9 @@ test_slow_start(void)
     CHECK_EQ_INT(m[1].share, BAL_SHARE_FULL);
     CHECK_EQ_INT(m[1].ramp_since_ms, 0);
     m[0] = (struct bal_member){ .health = BAL_HEALTH_DOWN, .was_in_rotation = true,
-                                .weight = 3, .slow_start_ms = 10000, .now_ms = 100 };
+                                .op.weight = 3, .slow_start_ms = 10000, .now_ms = 100 };
     m[1] = (struct bal_member){ .health = BAL_HEALTH_DOWN, .was_in_rotation = false,
-                                .weight = 3, .slow_start_ms = 10000, .now_ms = 100,
+                                .op.weight = 3, .slow_start_ms = 10000, .now_ms = 100,
                                 .down_since_ms = 50 };
     bal_rotation_decide(m, 2, 2, BAL_CAUSE_HEALTH, 0);
     CHECK(m[1].is_guarded && m[1].in_rotation);
@@ -954,6 +1181,7 @@ main(void)
 {
     test_warm_hold();
     test_truth_table();
+    test_operator_orders();
     test_floor();
     test_crash_three_of_four();
     test_all_fail_at_once();
