@@ -183,11 +183,23 @@ void bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall);
 void bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall);
 
 /* Feeds one probe result (in the order the probes started) and returns the
- * change it caused. The only function that moves the state. */
+ * change it caused. The only function that moves the state on a probe. */
 enum bal_health_change bal_health_apply(struct bal_health *h, enum bal_result r,
                                         uint64_t probe_started_ms);
 bool bal_health_is_up(const struct bal_health *h);
 const char *bal_health_state_name(enum bal_health_state s);
+
+/* Sets, before its first probe, the health a server had elsewhere: a state
+ * file (saved.c's lines), the process it takes over from, or none at all
+ * (a pool without checks: up). After bal_health_init*, whose rise and fall
+ * it keeps. state is up, down or warning, successes and failures its
+ * current streaks, streak_started_ms when the first probe of that streak
+ * started (the caller's clock; now when not known). A down server's rise
+ * starts over: it stays out until rise probes of its own pass. false, h
+ * unchanged, for another state, or for passes and failures at once (no
+ * run of probes leaves both). */
+bool bal_health_restore(struct bal_health *h, enum bal_health_state state,
+                        uint32_t successes, uint32_t failures, uint64_t streak_started_ms);
 
 /* --------------------------------------------------------- rotation.c
  * A pool's rotation: for every server, from all of its inputs, whether it

@@ -28,6 +28,10 @@
  *   DOWN    --(pass or warn) x rise--> UP if the last rise were passes,
  *                                      else WARNING
  *   STARTING, PENDING: the first answer decides (warn: WARNING).
+ *
+ * bal_health_restore puts a server, before its first probe, in the state
+ * it had elsewhere (a state file, the process it took over from): a
+ * starting point, not a transition; probes then move it as above.
  */
 #include "bal.h"
 
@@ -58,6 +62,24 @@ bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall)
 {
     bal_health_init(h, rise, fall);
     h->state = BAL_HEALTH_PENDING;
+}
+
+bool
+bal_health_restore(struct bal_health *h, enum bal_health_state state, uint32_t successes,
+                   uint32_t failures, uint64_t streak_started_ms)
+{
+    if ((state != BAL_HEALTH_UP && state != BAL_HEALTH_DOWN && state != BAL_HEALTH_WARNING) ||
+        (successes > 0 && failures > 0))
+        return false;
+    h->state = state;
+    h->consecutive_successes = successes;
+    h->consecutive_failures = failures;
+    /* Warnings are not kept, only passes: what was alive is at least
+     * that. A down server's count of alive probes starts over, so that it
+     * stays out until rise probes of this process are alive. */
+    h->consecutive_alive = state == BAL_HEALTH_DOWN ? 0 : successes;
+    h->streak_started_ms = streak_started_ms;
+    return true;
 }
 
 bool
