@@ -4,42 +4,11 @@
  */
 #include <stdint.h>
 
-#include "bal.h"
-#include "check.h"
-
-static const char *const names[] = {"a", "b", "c", "d"};
+#include "algo_fixture.h"
 
 static struct bal_pool *pool(size_t n, const uint32_t *w)
 {
-    return bal_pool_new(BAL_ALGO_LEASTCONN, n, w, names);
-}
-
-static void set_active(struct bal_pool *p, size_t i, uint32_t n)
-{
-    atomic_store(&p->servers[i].live->active_connections, n);
-}
-
-static void test_empty_and_single(void)
-{
-    static const uint32_t w[] = {2};
-    struct bal_pool *p = pool(0, NULL);
-    struct bal_cursor *c = bal_cursor_new(p, 0);
-    uint32_t tried = 0;
-
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-
-    p = pool(1, w);
-    c = bal_cursor_new(p, 9);
-    set_active(p, 0, 1000);
-    for (int k = 0; k < 5; k++)
-        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
-    CHECK_EQ_INT(bal_pick(p, c, 0, &tried, 1), -1);
-    bal_server_set_in_rotation(p, 0, false);
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
+    return algo_pool(BAL_ALGO_LEASTCONN, n, w);
 }
 
 static void test_relative_to_weight(void)
@@ -50,14 +19,14 @@ static void test_relative_to_weight(void)
 
     /* (3+1)/1 > (5+1)/2 > (9+1)/4: the most connections, yet the least
      * loaded. */
-    set_active(p, 0, 3);
-    set_active(p, 1, 5);
-    set_active(p, 2, 9);
+    algo_set_active(p, 0, 3);
+    algo_set_active(p, 1, 5);
+    algo_set_active(p, 2, 9);
     for (int k = 0; k < 4; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 2);
     /* (3+1)/1 < (8+1)/2 < (18+1)/4. */
-    set_active(p, 1, 8);
-    set_active(p, 2, 18);
+    algo_set_active(p, 1, 8);
+    algo_set_active(p, 2, 18);
     for (int k = 0; k < 4; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
     /* Out of rotation or tried, the least loaded is passed over for the
@@ -84,11 +53,11 @@ static void test_no_overflow(void)
     struct bal_pool *p = pool(2, w);
     struct bal_cursor *c = bal_cursor_new(p, 0);
 
-    set_active(p, 0, 3000000000u);
-    set_active(p, 1, 0);    /* (0+1)/2 < 0.75 */
+    algo_set_active(p, 0, 3000000000u);
+    algo_set_active(p, 1, 0);    /* (0+1)/2 < 0.75 */
     for (int k = 0; k < 3; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
-    set_active(p, 1, 1);    /* 0.75 < (1+1)/2 */
+    algo_set_active(p, 1, 1);    /* 0.75 < (1+1)/2 */
     for (int k = 0; k < 3; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
     bal_cursor_free(c);
@@ -103,17 +72,13 @@ static void test_ties_take_turns(void)
     char out[16];
 
     /* Idle pool of equal weights: all tie. */
-    for (int k = 0; k < 8; k++)
-        out[k] = (char)('a' + bal_pick(p, c, 0, NULL, 0));
-    out[8] = '\0';
+    algo_picks(p, c, 8, NULL, 0, out);
     CHECK_EQ_STR(out, "abcdabcd");
 
     /* a and c tie at the bottom, b and d are busier. */
-    set_active(p, 1, 5);
-    set_active(p, 3, 15);
-    for (int k = 0; k < 6; k++)
-        out[k] = (char)('a' + bal_pick(p, c, 0, NULL, 0));
-    out[6] = '\0';
+    algo_set_active(p, 1, 5);
+    algo_set_active(p, 3, 15);
+    algo_picks(p, c, 6, NULL, 0, out);
     CHECK_EQ_STR(out, "acacac");
     bal_cursor_free(c);
     bal_pool_free(p);
@@ -128,15 +93,7 @@ static void test_distribution(void)
     struct bal_cursor *c = bal_cursor_new(p, 2);
     int count[3] = {0};
 
-    for (int k = 0; k < 10000; k++) {
-        int i = bal_pick(p, c, 0, NULL, 0);
-
-        CHECK(i >= 0 && i < 3);
-        if (i < 0 || i >= 3)
-            continue;
-        count[i]++;
-        bal_server_conn_start(p, (size_t)i);
-    }
+    algo_count_picks(p, c, 10000, NULL, 0, true, count);
     CHECK(count[0] >= 999 && count[0] <= 1001);
     CHECK(count[1] >= 2999 && count[1] <= 3001);
     CHECK(count[2] >= 5999 && count[2] <= 6001);
@@ -164,15 +121,7 @@ static void test_rotation(void)
     int count[3] = {0};
 
     bal_server_set_in_rotation(p, 1, false);
-    for (int k = 0; k < 100; k++) {
-        int i = bal_pick(p, c, 0, NULL, 0);
-
-        CHECK(i == 0 || i == 2);
-        if (i >= 0 && i < 3) {
-            count[i]++;
-            bal_server_conn_start(p, (size_t)i);
-        }
-    }
+    algo_count_picks(p, c, 100, NULL, 0, true, count);
     CHECK_EQ_INT(count[1], 0);
     CHECK_EQ_INT(count[0], 50);
     bal_server_set_in_rotation(p, 1, true);
@@ -202,7 +151,6 @@ static void test_seed(void)
 
 int main(void)
 {
-    test_empty_and_single();
     test_relative_to_weight();
     test_no_overflow();
     test_ties_take_turns();

@@ -4,82 +4,11 @@
  */
 #include <stdint.h>
 
-#include "bal.h"
-#include "check.h"
-
-static const char *const names[] = {"a", "b", "c", "d"};
+#include "algo_fixture.h"
 
 static struct bal_pool *pool(size_t n, const uint32_t *w)
 {
-    return bal_pool_new(BAL_ALGO_RANDOM, n, w, names);
-}
-
-static void set_active(struct bal_pool *p, size_t i, uint32_t n)
-{
-    atomic_store(&p->servers[i].live->active_connections, n);
-}
-
-static void count_picks(struct bal_pool *p, struct bal_cursor *c, int n,
-                        const uint32_t *tried, size_t ntried, int *count)
-{
-    for (int k = 0; k < n; k++) {
-        int i = bal_pick(p, c, 0, tried, ntried);
-
-        CHECK(i >= 0 && (size_t)i < p->nservers);
-        if (i >= 0 && (size_t)i < p->nservers)
-            count[i]++;
-    }
-}
-
-static void test_empty_and_single(void)
-{
-    static const uint32_t w[] = {3, 1};
-    struct bal_pool *p = pool(0, NULL);
-    struct bal_cursor *c = bal_cursor_new(p, 0);
-    uint32_t tried = 0;
-
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-
-    p = pool(1, w);
-    c = bal_cursor_new(p, 1);
-    set_active(p, 0, 50);
-    for (int k = 0; k < 100; k++)
-        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
-    CHECK_EQ_INT(bal_pick(p, c, 0, &tried, 1), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-
-    /* One eligible server out of two, however loaded. */
-    p = pool(2, w);
-    c = bal_cursor_new(p, 1);
-    set_active(p, 1, 50);
-    bal_server_set_in_rotation(p, 0, false);
-    for (int k = 0; k < 100; k++)
-        CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
-    bal_server_set_in_rotation(p, 1, false);
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-}
-
-static void test_weights_equal_load(void)
-{
-    static const uint32_t w[] = {1, 2, 3, 4};
-    struct bal_pool *p = pool(4, w);
-    struct bal_cursor *c = bal_cursor_new(p, 42);
-    int count[4] = {0};
-
-    count_picks(p, c, 100000, NULL, 0, count);
-    /* Expected 10%, 20%, 30%, 40%; one point is about ten standard
-     * deviations. */
-    for (int i = 0; i < 4; i++) {
-        CHECK(count[i] > 10000 * (i + 1) - 1000);
-        CHECK(count[i] < 10000 * (i + 1) + 1000);
-    }
-    bal_cursor_free(c);
-    bal_pool_free(p);
+    return algo_pool(BAL_ALGO_RANDOM, n, w);
 }
 
 static void test_load(void)
@@ -91,15 +20,15 @@ static void test_load(void)
     int count[4] = {0};
 
     /* The busiest of all is always the loser of its draw. */
-    set_active(p, 0, 10);
-    count_picks(p, c, 10000, NULL, 0, count);
+    algo_set_active(p, 0, 10);
+    algo_count_picks(p, c, 10000, NULL, 0, false, count);
     CHECK_EQ_INT(count[0], 0);
     CHECK(count[1] > 3000 && count[2] > 3000 && count[3] > 3000);
 
     /* a and b are picked only when drawn together: 1 in 6, shared. */
-    set_active(p, 1, 10);
+    algo_set_active(p, 1, 10);
     count[0] = count[1] = count[2] = count[3] = 0;
-    count_picks(p, c, 12000, NULL, 0, count);
+    algo_count_picks(p, c, 12000, NULL, 0, false, count);
     CHECK(count[0] + count[1] > 1500 && count[0] + count[1] < 2500);
     CHECK(count[2] > 4500 && count[3] > 4500);
 
@@ -108,11 +37,11 @@ static void test_load(void)
     bal_cursor_free(c);
     p = pool(2, w2);
     c = bal_cursor_new(p, 7);
-    set_active(p, 0, 3);
-    set_active(p, 1, 6);
+    algo_set_active(p, 0, 3);
+    algo_set_active(p, 1, 6);
     for (int k = 0; k < 100; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 1);
-    set_active(p, 1, 12);
+    algo_set_active(p, 1, 12);
     for (int k = 0; k < 100; k++)
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
     bal_cursor_free(c);
@@ -145,36 +74,6 @@ static void test_balance(void)
     bal_pool_free(p);
 }
 
-static void test_rotation_and_tried(void)
-{
-    static const uint32_t w[] = {1, 2, 3, 4};
-    static const uint32_t tried[] = {3, 1};
-    static const uint32_t all[] = {0, 1, 2, 3};
-    struct bal_pool *p = pool(4, w);
-    struct bal_cursor *c = bal_cursor_new(p, 5);
-    int count[4] = {0};
-
-    bal_server_set_in_rotation(p, 2, false);
-    count_picks(p, c, 7000, NULL, 0, count);
-    CHECK_EQ_INT(count[2], 0);
-    CHECK(count[0] > 500 && count[1] > 1500 && count[3] > 3000);
-
-    bal_server_set_in_rotation(p, 2, true);
-    count[0] = count[1] = count[2] = count[3] = 0;
-    count_picks(p, c, 4000, tried, 2, count);
-    CHECK_EQ_INT(count[1], 0);
-    CHECK_EQ_INT(count[3], 0);
-    CHECK(count[0] > 500 && count[2] > 2500);
-    CHECK_EQ_INT(bal_pick(p, c, 0, all, 4), -1);
-
-    /* The returning server gets its share again. */
-    count[0] = count[1] = count[2] = count[3] = 0;
-    count_picks(p, c, 10000, NULL, 0, count);
-    CHECK(count[2] > 2500);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-}
-
 /* The seed gives each worker its own stream. */
 static void test_seed(void)
 {
@@ -201,11 +100,8 @@ static void test_seed(void)
 
 int main(void)
 {
-    test_empty_and_single();
-    test_weights_equal_load();
     test_load();
     test_balance();
-    test_rotation_and_tried();
     test_seed();
     return CHECK_DONE();
 }

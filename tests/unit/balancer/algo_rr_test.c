@@ -3,51 +3,11 @@
  */
 #include <stdint.h>
 
-#include "bal.h"
-#include "check.h"
-
-static const char *const names[] = {"a", "b", "c", "d", "e"};
+#include "algo_fixture.h"
 
 static struct bal_pool *pool(size_t n, const uint32_t *w)
 {
-    return bal_pool_new(BAL_ALGO_ROUNDROBIN, n, w, names);
-}
-
-/* Picks n times and writes the picked servers as letters ('-' for -1). */
-static void picks(struct bal_pool *p, struct bal_cursor *c, int n,
-                  const uint32_t *tried, size_t ntried, char *out)
-{
-    for (int k = 0; k < n; k++) {
-        int i = bal_pick(p, c, 0, tried, ntried);
-
-        out[k] = i < 0 ? '-' : (char)('a' + i);
-    }
-    out[n] = '\0';
-}
-
-static void test_empty_and_single(void)
-{
-    static const uint32_t w[] = {4};
-    struct bal_pool *p = pool(0, NULL);
-    struct bal_cursor *c = bal_cursor_new(p, 0);
-    char out[8];
-    uint32_t tried = 0;
-
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_cursor_free(c);
-    bal_pool_free(p);
-
-    p = pool(1, w);
-    c = bal_cursor_new(p, 5);
-    picks(p, c, 5, NULL, 0, out);
-    CHECK_EQ_STR(out, "aaaaa");
-    CHECK_EQ_INT(bal_pick(p, c, 0, &tried, 1), -1);
-    bal_server_set_in_rotation(p, 0, false);
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), -1);
-    bal_server_set_in_rotation(p, 0, true);
-    CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), 0);
-    bal_cursor_free(c);
-    bal_pool_free(p);
+    return algo_pool(BAL_ALGO_ROUNDROBIN, n, w);
 }
 
 /* nginx's sequence for weights 5,1,1, three cycles in a row. */
@@ -58,29 +18,8 @@ static void test_nginx_sequence(void)
     struct bal_cursor *c = bal_cursor_new(p, 0);
     char out[32];
 
-    picks(p, c, 21, NULL, 0, out);
+    algo_picks(p, c, 21, NULL, 0, out);
     CHECK_EQ_STR(out, "aabacaa" "aabacaa" "aabacaa");
-    bal_cursor_free(c);
-    bal_pool_free(p);
-}
-
-/* Every cycle of total-weight picks gives each server exactly its weight. */
-static void test_distribution(void)
-{
-    static const uint32_t w[] = {1, 2, 3, 4};
-    struct bal_pool *p = pool(4, w);
-    struct bal_cursor *c = bal_cursor_new(p, 3);
-    int count[4] = {0};
-
-    for (int k = 0; k < 10000; k++) {
-        int i = bal_pick(p, c, 0, NULL, 0);
-
-        CHECK(i >= 0 && i < 4);
-        if (i >= 0 && i < 4)
-            count[i]++;
-    }
-    for (int i = 0; i < 4; i++)
-        CHECK_EQ_INT(count[i], 1000 * (i + 1));
     bal_cursor_free(c);
     bal_pool_free(p);
 }
@@ -96,11 +35,11 @@ static void test_seed(void)
     struct bal_cursor *c2 = bal_cursor_new(p, 2);
     char out[8];
 
-    picks(p, c0, 6, NULL, 0, out);
+    algo_picks(p, c0, 6, NULL, 0, out);
     CHECK_EQ_STR(out, "abcabc");
-    picks(p, c1, 6, NULL, 0, out);
+    algo_picks(p, c1, 6, NULL, 0, out);
     CHECK_EQ_STR(out, "bcabca");
-    picks(p, c2, 6, NULL, 0, out);
+    algo_picks(p, c2, 6, NULL, 0, out);
     CHECK_EQ_STR(out, "cabcab");
     bal_cursor_free(c0);
     bal_cursor_free(c1);
@@ -117,11 +56,11 @@ static void test_rotation(void)
     char out[16];
 
     bal_server_set_in_rotation(p, 0, false);
-    picks(p, c, 8, NULL, 0, out);
+    algo_picks(p, c, 8, NULL, 0, out);
     CHECK_EQ_STR(out, "bcbcbcbc");
 
     bal_server_set_in_rotation(p, 2, false);
-    picks(p, c, 3, NULL, 0, out);
+    algo_picks(p, c, 3, NULL, 0, out);
     CHECK_EQ_STR(out, "bbb");
 
     bal_server_set_in_rotation(p, 1, false);
@@ -130,12 +69,7 @@ static void test_rotation(void)
     bal_server_set_in_rotation(p, 0, true);
     bal_server_set_in_rotation(p, 1, true);
     bal_server_set_in_rotation(p, 2, true);
-    for (int k = 0; k < 400; k++) {
-        int i = bal_pick(p, c, 0, NULL, 0);
-
-        if (i >= 0)
-            count[i]++;
-    }
+    algo_count_picks(p, c, 400, NULL, 0, false, count);
     CHECK_EQ_INT(count[0], 200);
     CHECK_EQ_INT(count[1], 100);
     CHECK_EQ_INT(count[2], 100);
@@ -153,9 +87,9 @@ static void test_tried(void)
     struct bal_cursor *c = bal_cursor_new(p, 0);
     char out[16];
 
-    picks(p, c, 6, tried_a, 1, out);
+    algo_picks(p, c, 6, tried_a, 1, out);
     CHECK_EQ_STR(out, "bcbcbc");
-    picks(p, c, 3, tried_ab, 2, out);
+    algo_picks(p, c, 3, tried_ab, 2, out);
     CHECK_EQ_STR(out, "ccc");
     CHECK_EQ_INT(bal_pick(p, c, 0, tried_all, 3), -1);
 
@@ -168,9 +102,7 @@ static void test_tried(void)
 
 int main(void)
 {
-    test_empty_and_single();
     test_nginx_sequence();
-    test_distribution();
     test_seed();
     test_rotation();
     test_tried();
