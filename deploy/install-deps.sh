@@ -8,7 +8,11 @@
 # services, which the tests do not use), keepalived, bird2 and iproute2
 # for the tier tests in network namespaces (VRRP, BGP), man-db and systemd
 # for the package test (man -l, systemd-analyze security; systemd need not
-# be running), clang and its runtime libraries for
+# be running), prometheus for the alert rules' test (promtool checks
+# deploy/prometheus/lb.rules.yml, and the test runs its own prometheus on a
+# free port with its own data directory; on a machine with systemd the
+# package also starts a system service on :9090, which the test does not
+# use), clang and its runtime libraries for
 # the fuzz targets: libFuzzer and the sanitizers are in libclang-rt-14-dev,
 # which clang only recommends). Safe to run again: it calls apt-get only when something is
 # missing.
@@ -17,7 +21,7 @@ set -euo pipefail
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
-           keepalived bird2 iproute2 man-db systemd clang libclang-rt-14-dev)
+           keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -774,6 +774,28 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     for (size_t i = 0; i < g->conf->npools; i++)
         lb_prom_one(out, "lb_pool_in_rotation", "pool", g->pools[i].conf->name,
                     sn.pools[i].in_rotation);
+    /* the floor as a count, as /stats shows it: lb_pool_in_rotation below
+     * it is a pool the guard could not hold (operators' servers count) */
+    lb_prom_head(out, "lb_pool_min_servers", "gauge",
+                 "The min_servers floor in servers (0: no guard)");
+    for (size_t i = 0; i < g->conf->npools; i++)
+        lb_prom_one(out, "lb_pool_min_servers", "pool", g->pools[i].conf->name,
+                    bal_guard_floor(g->pools[i].conf->min_servers.value,
+                                    g->pools[i].conf->min_servers.is_percent,
+                                    g->pools[i].conf->nservers));
+    /* pools with discover = only; /stats has the rest of the status */
+    lb_prom_head(out, "lb_pool_discovery_failing", "gauge",
+                 "1 while the last discovery round failed (the last good servers keep serving)");
+    for (size_t i = 0; i < g->conf->npools; i++)
+        if (sn.pools[i].is_discovering)
+            lb_prom_one(out, "lb_pool_discovery_failing", "pool", g->pools[i].conf->name,
+                        sn.pools[i].discovery.is_failing);
+    lb_prom_head(out, "lb_pool_discovery_failures_total", "counter",
+                 "Discovery rounds that failed");
+    for (size_t i = 0; i < g->conf->npools; i++)
+        if (sn.pools[i].is_discovering)
+            lb_prom_one(out, "lb_pool_discovery_failures_total", "pool", g->pools[i].conf->name,
+                        sn.pools[i].discovery.failures);
     lb_prom_head(out, "lb_pool_queue_depth", "gauge", "Clients waiting for a connection slot");
     for (size_t i = 0; i < g->conf->npools; i++)
         lb_prom_one(out, "lb_pool_queue_depth", "pool", g->pools[i].conf->name,

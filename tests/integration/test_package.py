@@ -3,7 +3,8 @@ DEB) and cmake --install.
 
 - the package holds exactly the binary, the man page, the unit, the
   sysusers file, the config (mode 0640: it holds the admin token; a
-  conffile) and the commented example; it depends on Debian's package of
+  conffile), the commented example, the alert rules and the dashboard
+  (deploy/prometheus, deploy/grafana); it depends on Debian's package of
   every shared library the binary needs;
 - unpacked into a clean root, the installed lb answers -v and checks the
   installed config with -t; `man -l` renders lb(8);
@@ -26,7 +27,8 @@ from harness import LbTestCase
 
 BUILD = os.path.dirname(harness.LB_BIN)
 FILES = {"./etc/lb/lb.ini", "./usr/lib/systemd/system/lb.service", "./usr/lib/sysusers.d/lb.conf",
-         "./usr/sbin/lb", "./usr/share/doc/lb/examples/lb.ini", "./usr/share/man/man8/lb.8.gz"}
+         "./usr/sbin/lb", "./usr/share/doc/lb/examples/lb.ini", "./usr/share/man/man8/lb.8.gz",
+         "./usr/share/doc/lb/examples/lb.rules.yml", "./usr/share/doc/lb/examples/lb.json"}
 WHY_NOT = next((f"needs {t}" for t in ("cpack", "dpkg-deb", "man", "systemd-analyze")
                 if shutil.which(t) is None), None)
 if harness.SANITIZED:   # a package is made of the optimised build, whose libraries it names
