@@ -24,6 +24,8 @@
 
 #include "admin.h"
 #include "daemon.h"
+#include "reload.h"
+#include "state.h"
 
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -149,8 +151,8 @@ lb_stats_snap_removed(struct lb_daemon *d, struct lb_stats_snap *sn)
 {
     size_t cap = 0;
 
-    for (size_t r = d->nretired; r-- > 0;) {
-        struct lb_gen *og = d->retired[r];
+    for (size_t r = lb_reload_figures(d)->nretired; r-- > 0;) {
+        struct lb_gen *og = lb_reload_figures(d)->retired[r];
 
         for (size_t i = 0; i < og->nservers; i++) {
             const struct lb_server *srv = og->servers[i];
@@ -243,11 +245,11 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
                 sn->pools[i].is_guard_active |= sn->servers[k].is_guarded;
             }
         }
-        sn->health = d->health;
-        sn->reloads_ok = d->reloads_ok;
-        sn->reloads_failed = d->reloads_failed;
-        if (d->reload_error != NULL)
-            sn->reload_error = strdup(d->reload_error);
+        sn->health = *lb_state_health(d);
+        sn->reloads_ok = lb_reload_figures(d)->reloads_ok;
+        sn->reloads_failed = lb_reload_figures(d)->reloads_failed;
+        if (lb_reload_figures(d)->reload_error != NULL)
+            sn->reload_error = strdup(lb_reload_figures(d)->reload_error);
         sn->started_at = d->started_at;
     }
     pthread_mutex_unlock(&d->state_lock);

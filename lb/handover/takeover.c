@@ -46,8 +46,11 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "admin.h"
 #include "daemon.h"
+#include "handover.h"
+#include "reload.h"
+#include "state.h"
+#include "tier.h"
 
 #define LB_TAKEOVER_MSG_MAX 60000       /* under any SO_SNDBUF */
 #define LB_TAKEOVER_FDS_MAX 200         /* under SCM_MAX_FD (253) */
@@ -75,6 +78,7 @@ struct lb_control {
     struct evconnlistener *listener;
     int peer;                           /* the new process, or -1 */
     struct event *peer_ev;              /* its "go", or its end */
+    struct lb_handover_admin admin;     /* main's: the admin port's socket */
 };
 
 /* ------------------------------------------------------------ messages */
@@ -246,7 +250,7 @@ lb_control_send_all(struct lb_control *c)
             rc = lb_takeover_send(fd, msg, strlen(msg), &l->fds[at], n);
         }
     }
-    if (rc == 0 && d->admin != NULL && (afd = lb_admin_fd(d)) >= 0)
+    if (rc == 0 && d->admin != NULL && (afd = c->admin.fd(d)) >= 0)
         rc = lb_takeover_send(fd, "admin", 5, &afd, 1);
     if (rc == 0) {
         int cfd = evconnlistener_get_fd(c->listener);
@@ -285,13 +289,13 @@ lb_control_handed_over(struct lb_control *c)
            (unsigned long long)d->gen->conf->global.shutdown_timeout_ms);
     d->is_handed_over = true;           /* the state file and the path are
                                            the new process's now */
-    atomic_store(&d->is_withdrawn, true);
+    lb_tier_handed_over(d);
     (void)lb_takeover_send_text(c->peer, "bye");
     lb_control_peer_close(c);
     evconnlistener_free(c->listener);   /* our copy of the control socket */
     c->listener = NULL;
-    lb_admin_unlisten(d);
-    lb_main_stop(d, "takeover");
+    c->admin.unlisten(d);
+    lb_tier_stop(d, "takeover");
 }
 
 static void
@@ -305,7 +309,7 @@ lb_control_on_peer(evutil_socket_t fd, short what, void *arg)
 
     for (size_t i = 0; n >= 0 && i < nfds; i++)
         close(fds[i]);
-    if (n > 0 && strcmp(buf, "go") == 0 && c->d->shutdown_timer_ev == NULL) {
+    if (n > 0 && strcmp(buf, "go") == 0 && !lb_tier_is_stopping(c->d)) {
         lb_control_handed_over(c);
         return;
     }
@@ -353,7 +357,7 @@ lb_control_on_accept(struct evconnlistener *listener, evutil_socket_t fd,
         refusal = "another user";
     else if (c->peer >= 0)
         refusal = "a hand-over is in progress";
-    else if (d->shutdown_timer_ev != NULL || d->withdraw_ev != NULL)
+    else if (lb_tier_is_leaving(d))
         refusal = "stopping";
     if (refusal == NULL) {
         /* The accepted socket is non-blocking (libevent's listener): this
@@ -432,7 +436,8 @@ lb_control_bind(const char *path, char *err, size_t errlen)
 }
 
 int
-lb_control_start(struct lb_daemon *d, char *err, size_t errlen)
+lb_control_start(struct lb_daemon *d, const struct lb_handover_admin *admin, char *err,
+                 size_t errlen)
 {
     const char *path = d->gen->conf->global.control_socket;
     struct lb_takeover *t = d->takeover;
@@ -456,6 +461,7 @@ lb_control_start(struct lb_daemon *d, char *err, size_t errlen)
     }
     c->d = d;
     c->peer = -1;
+    c->admin = *admin;
     c->listener = evconnlistener_new(d->base, lb_control_on_accept, c,
                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
     if (c->listener == NULL) {
@@ -498,7 +504,7 @@ lb_takeover_spawn(struct lb_daemon *d)
         why = "control_socket is not set";
     else if (d->control->peer >= 0)
         why = "a hand-over is in progress";
-    else if (d->shutdown_timer_ev != NULL || d->withdraw_ev != NULL)
+    else if (lb_tier_is_leaving(d))
         why = "stopping";
     else if (d->exe[0] == '\0' || realpath(d->path, config) == NULL)
         why = "cannot name the binary or the config file";
