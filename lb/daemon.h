@@ -26,13 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data.h"                       /* struct lb_limit, embedded */
-
 #ifndef LB_VERSION
 #define LB_VERSION "dev"
 #endif
 
-struct event;
 struct event_base;
 struct hc;
 struct lb_admin;
@@ -43,7 +40,18 @@ struct lb_reload;
 struct lb_state;
 struct lb_takeover;
 struct lb_tier;
+struct lb_worker;
 struct conf;
+
+/* The cap on client connections across all workers (max_connections),
+ * kept by the data path (data/worker.c). Workers reserve a slot before
+ * each accept(2), so lb never accepts a connection it would have to drop. */
+struct lb_limit {
+    _Atomic uint32_t active;
+    _Atomic uint32_t max;               /* a reload may change it */
+    _Atomic bool paused;                /* listeners disabled at the cap */
+    _Atomic uint64_t reached;           /* times accepts paused at the cap */
+};
 
 /* What other threads tell main, in the order told. */
 enum lb_main_msg_kind {

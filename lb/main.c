@@ -28,6 +28,7 @@
 
 #include "admin.h"
 #include "daemon.h"
+#include "data.h"
 #include "handover.h"
 #include "reload.h"
 #include "state.h"
@@ -76,6 +77,14 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
             break;
         }
     }
+}
+
+/* A decision gave a server's open connections a drain deadline: the
+ * workers scan their sessions (state/ calls this through lb_state_data). */
+static void
+lb_main_drain_scan(struct lb_daemon *d)
+{
+    lb_workers_post(d, LB_WORKER_DRAIN);
 }
 
 static void
@@ -193,8 +202,10 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     size_t started = 0;
     bool signals_ok = true;
     int status = 1;
-    /* The hand-over reaches the admin port through these only. */
+    /* The hand-over reaches the admin port, and the decisions the data
+     * path, through these only. */
     const struct lb_handover_admin admin = { lb_admin_fd, lb_admin_unlisten };
+    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick };
 
     d->limit.max = c->global.max_connections;
     d->started_at = lb_wall_now();
@@ -212,7 +223,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     }
     d->mailbox = lb_mailbox_new(d->base, sizeof(struct lb_main_msg), lb_main_on_msgs, d);
     if (d->mailbox == NULL || lb_reload_init(d) == -1 || lb_members_init(d) == -1 ||
-        lb_state_init(d) == -1 || lb_tier_init(d) == -1 ||
+        lb_state_init(d, &data) == -1 || lb_tier_init(d) == -1 ||
         lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;

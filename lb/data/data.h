@@ -27,16 +27,6 @@ struct lb_queue;
 struct lb_session;
 struct lb_buf;
 
-/* The cap on client connections across all workers (max_connections).
- * Workers reserve a slot before each accept(2), so lb never accepts a
- * connection it would have to drop. */
-struct lb_limit {
-    _Atomic uint32_t active;
-    _Atomic uint32_t max;               /* a reload may change it */
-    _Atomic bool paused;                /* listeners disabled at the cap */
-    _Atomic uint64_t reached;           /* times accepts paused at the cap */
-};
-
 /* What other threads ask of a worker, in the order asked. */
 enum lb_worker_msg_kind {
     LB_WORKER_SWITCH = 0,               /* move to gen (main: reload) */

@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "data.h"
 #include "state.h"
 
 /* Accepts per readiness event: enough to drain a burst, few enough that one

@@ -41,6 +41,7 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "data.h"
 #include "reload.h"
 #include "reload_int.h"
 #include "state.h"

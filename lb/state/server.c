@@ -24,7 +24,6 @@
 #include <event2/event.h>
 
 #include "daemon.h"
-#include "data.h"
 #include "state.h"
 
 /* What the decisions keep between them: main allocates it at start
@@ -36,6 +35,7 @@ struct lb_state {
     struct lb_server **decide_servers;
     size_t decide_cap;
     struct event *tick_ev;              /* heartbeat expiry, slow start */
+    struct lb_state_data data;          /* main's: the data path's calls */
 };
 
 /* Room for a decision over n servers (state_lock held). The scratch grows
@@ -163,7 +163,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
         atomic_store(&b->drain_deadline_ms, bal_drain_deadline(lb_mono_ms(), m->drain_ms));
         /* workers scan their sessions on a change only */
         if (atomic_load(&b->live.active_connections) > 0)
-            lb_workers_post(d, LB_WORKER_DRAIN);
+            d->state->data.scan(d);
     }
     if (m->why == BAL_WHY_NONE || m->why == BAL_WHY_PLACED)
         return;
@@ -237,7 +237,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
     /* A server back in rotation brings free slots: they go to the clients
      * already queued for one (a no-op when nobody waits). */
     if (pc != NULL && n > 0)
-        lb_queue_kick(&d->state->decide_servers[0]->pool->shared->queue);
+        d->state->data.kick(&d->state->decide_servers[0]->pool->shared->queue);
     return held;
 }
 
@@ -542,12 +542,13 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-lb_state_init(struct lb_daemon *d)
+lb_state_init(struct lb_daemon *d, const struct lb_state_data *data)
 {
     struct timeval tv = lb_tv_ms(LB_TICK_MS);
 
     if ((d->state = calloc(1, sizeof(*d->state))) == NULL)
         return -1;
+    d->state->data = *data;
     d->state->tick_ev = event_new(d->base, -1, EV_PERSIST, lb_server_on_tick, d);
     return d->state->tick_ev != NULL && event_add(d->state->tick_ev, &tv) == 0 ? 0 : -1;
 }

@@ -72,11 +72,23 @@ void lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_be
 /* What /stats calls its health: the probe's state, "warning" while the
  * decision says so, "down" while its heartbeat failed or expired. */
 const char *lb_server_health_name(const struct lb_server *srv);
-/* Allocates d->state and starts the main thread's 100 ms tick: heartbeats
- * that expired take their server out, slow-start ramps move on. Main
- * thread, before the first decision; -1 when out of memory. Fini stops
- * the tick and frees it (NULL is fine). */
-int lb_state_init(struct lb_daemon *d);
+/* What a decision asks of the data path, which state/ reaches only
+ * through these (main passes data/'s calls, so that data/, which walks
+ * the generations, and state/ do not call each other): scan, a server's
+ * open connections got a drain deadline (every worker scans its
+ * sessions); kick, a pool's servers may have slots for its queue. */
+typedef void (*lb_state_scan_pt)(struct lb_daemon *d);
+typedef void (*lb_state_kick_pt)(struct lb_queue *q);
+struct lb_state_data {
+    lb_state_scan_pt scan;
+    lb_state_kick_pt kick;
+};
+
+/* Allocates d->state (data is copied) and starts the main thread's 100 ms
+ * tick: heartbeats that expired take their server out, slow-start ramps
+ * move on. Main thread, before the first decision; -1 when out of memory.
+ * Fini stops the tick and frees it (NULL is fine). */
+int lb_state_init(struct lb_daemon *d, const struct lb_state_data *data);
 void lb_state_fini(struct lb_daemon *d);
 /* Health figures of the whole module, as /stats shows them. Caller holds
  * state_lock. */

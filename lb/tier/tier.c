@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "data.h"
 #include "state_types.h"
 #include "tier.h"
 
