@@ -18,6 +18,7 @@
 
 #include "daemon.h"
 #include "reload.h"
+#include "reload_int.h"
 #include "state.h"
 
 static void

@@ -123,10 +123,6 @@ void lb_reload_fini(struct lb_daemon *d);
 /* Worker `worker` now runs generation `number` (its acknowledgement of a
  * switch). Main thread. */
 void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);
-/* A reload that warms new servers before the switch: ends the warm-up when
- * none is pending any more (is_bound: at its time bound, whatever they
- * are). Main thread. */
-void lb_reload_warm_check(struct lb_daemon *d, bool is_bound);
 
 /* POST /reload: asks main to reload and waits for the outcome. Returns the
  * reload's status (0 or -1) with its message in msg. Admin thread. */

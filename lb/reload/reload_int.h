@@ -1,6 +1,6 @@
 /*
- * reload_int.h - the state of reload/ (reload.c, members.c), for its own
- * files only: other parts go through reload.h.
+ * reload_int.h - the state of reload/ (reload.c, members.c, checks.c), for
+ * its own files only: other parts go through reload.h.
  */
 #ifndef LB_RELOAD_INT_H
 #define LB_RELOAD_INT_H
@@ -45,5 +45,10 @@ struct lb_reload {
     int members_status;
     char members_message[1024];
 };
+
+/* A reload that warms new servers before the switch: ends the warm-up when
+ * none is pending any more (is_bound: at its time bound, whatever they
+ * are; checks.c calls it as verdicts come). Main thread. */
+void lb_reload_warm_check(struct lb_daemon *d, bool is_bound);
 
 #endif /* LB_RELOAD_INT_H */
