@@ -149,10 +149,11 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
 static int
 lb_stats_snap_removed(struct lb_daemon *d, struct lb_stats_snap *sn)
 {
+    const struct lb_reload_figures *rf = lb_reload_figures(d);
     size_t cap = 0;
 
-    for (size_t r = lb_reload_figures(d)->nretired; r-- > 0;) {
-        struct lb_gen *og = lb_reload_figures(d)->retired[r];
+    for (size_t r = rf->nretired; r-- > 0;) {
+        struct lb_gen *og = rf->retired[r];
 
         for (size_t i = 0; i < og->nservers; i++) {
             const struct lb_server *srv = og->servers[i];
@@ -245,11 +246,13 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
                 sn->pools[i].is_guard_active |= sn->servers[k].is_guarded;
             }
         }
+        const struct lb_reload_figures *rf = lb_reload_figures(d);
+
         sn->health = *lb_state_health(d);
-        sn->reloads_ok = lb_reload_figures(d)->reloads_ok;
-        sn->reloads_failed = lb_reload_figures(d)->reloads_failed;
-        if (lb_reload_figures(d)->reload_error != NULL)
-            sn->reload_error = strdup(lb_reload_figures(d)->reload_error);
+        sn->reloads_ok = rf->reloads_ok;
+        sn->reloads_failed = rf->reloads_failed;
+        if (rf->reload_error != NULL)
+            sn->reload_error = strdup(rf->reload_error);
         sn->started_at = d->started_at;
     }
     pthread_mutex_unlock(&d->state_lock);
