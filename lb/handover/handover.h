@@ -37,6 +37,8 @@ int lb_takeover_admin_fd(struct lb_daemon *d, const struct conf_addr *addr);
  * for its word and frees d->takeover. */
 void lb_takeover_finish(struct lb_daemon *d);
 
+/* ------------------------------------------------------------ control.c */
+
 /* SIGUSR2: starts the binary this process was started from, as it is on
  * disk now (an upgraded package's), with -c CONFIG -x: it takes over. */
 void lb_takeover_spawn(struct lb_daemon *d);
