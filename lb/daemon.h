@@ -1,6 +1,8 @@
 /*
  * daemon.h - the process: the one object main builds and every thread
- * points to, and what its parts reach through it.
+ * points to. Each capability keeps its own state behind its own header and
+ * the daemon holds a pointer to it; what stays here is what every part
+ * shares (the generation pointer, the lock, the workers, the mailboxes).
  *
  * Threads (see README, "Design"):
  *   - main: signals, start-up, shutdown, reloads and every change of server
@@ -10,25 +12,46 @@
  *     its results mailbox.
  *   - admin (admin/): the admin port; operator actions under state_lock.
  * Threads talk through mailboxes (core/); shared figures are C11 atomics.
+ *
+ * Include this for the body of struct lb_daemon only: the calls of each
+ * part are in its own header (state.h, reload.h, handover.h, tier.h,
+ * data.h, admin.h).
  */
 #ifndef LB_DAEMON_H
 #define LB_DAEMON_H
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
-
-#include "core.h"
-#include "control.h"
-#include "data.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #ifndef LB_VERSION
 #define LB_VERSION "dev"
 #endif
 
+struct event_base;
+struct hc;
 struct lb_admin;
 struct lb_control;
-struct hc;
+struct lb_gen;
+struct lb_mailbox;
+struct lb_reload;
+struct lb_state;
+struct lb_takeover;
+struct lb_tier;
+struct lb_worker;
+struct conf;
+
+/* The cap on client connections across all workers (max_connections),
+ * kept by the data path (data/worker.c). Workers reserve a slot before
+ * each accept(2), so lb never accepts a connection it would have to drop. */
+struct lb_limit {
+    _Atomic uint32_t active;
+    _Atomic uint32_t max;               /* a reload may change it */
+    _Atomic bool paused;                /* listeners disabled at the cap */
+    _Atomic uint64_t reached;           /* times accepts paused at the cap */
+};
 
 /* What other threads tell main, in the order told. */
 enum lb_main_msg_kind {
@@ -57,9 +80,6 @@ struct lb_daemon {
                                            workers take turns (worker.c) */
     struct event_base *base;            /* main thread */
     struct lb_mailbox *mailbox;         /* struct lb_main_msg, to main */
-    struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
-    struct event *withdraw_ev;          /* withdraw_delay, once withdrawing */
-    _Atomic bool is_withdrawn;          /* a SIGTERM came: /ready says 503 */
     size_t workers_running;             /* main */
     _Atomic uint64_t forced_closes;     /* sessions closed by shutdown_timeout */
     /* The health module, or NULL: published (release) once built and
@@ -71,57 +91,18 @@ struct lb_daemon {
      * shows under it. The data path never takes it: it reads the
      * balancer's atomics. */
     pthread_mutex_t state_lock;
-    struct lb_health_stats health;      /* under state_lock */
-    struct bal_member *decide_members;  /* scratch of the decision (server.c) */
-    struct lb_server **decide_servers;
-    size_t decide_cap;
     double started_at;                  /* unix seconds */
+    struct conf *file_conf;             /* the file as last loaded (main;
+                                           reload.c replaces it) */
+    bool is_handed_over;                /* a new process took over (main) */
+
+    /* Each part's own state, behind its header. */
+    struct lb_state *state;             /* decisions (state/server.c) */
+    struct lb_reload *reload;           /* reloads and members (reload/) */
+    struct lb_tier *tier;               /* withdrawal and stop (tier/) */
     struct lb_admin *admin;             /* the admin port, or NULL */
     struct lb_control *control;         /* control_socket, or NULL */
     struct lb_takeover *takeover;       /* lb -x: what came, until "go" */
-    bool is_handed_over;                /* a new process took over (main) */
-    struct event *tick_ev;              /* heartbeat expiry, slow start */
-
-    /* reload (reload.c); counters, error and retired under state_lock */
-    uint64_t reloads_ok;
-    uint64_t reloads_failed;
-    char *reload_error;                 /* the last failure, NULL after a
-                                           good reload */
-    struct lb_gen **retired;            /* replaced generations that still
-                                           have sessions (main's refs) */
-    size_t nretired;
-    struct event *retired_ev;           /* frees them once unused */
-    struct event *hup_ev;               /* SIGHUP, coalesced */
-    struct event *warm_ev;              /* a reload's warm-up bound */
-    struct event *settle_ev;            /* a reload waits for its file */
-    struct lb_reload_run *reload_run;   /* the reload waiting for workers */
-    bool is_reload_again;               /* asked while one was running */
-    bool is_reload_again_file;          /* ... and one of them reads the file */
-    const char *reload_again_trigger;
-    struct conf *file_conf;             /* the file as last loaded (main) */
-
-    /* the members of pools not in the file (members.c) */
-    struct lb_members **members;        /* under state_lock */
-    size_t nmembers;
-    struct event *members_ev;           /* a set changed: a members reload */
-    pthread_mutex_t reload_lock;        /* guards the four below */
-    pthread_cond_t reload_cond;
-    uint64_t reload_asked, reload_done; /* tickets of POST /reload */
-    int reload_status;                  /* of the reload that ended last */
-    char reload_message[1024];
-    uint64_t members_asked, members_done;   /* tickets of the admin API's
-                                               members changes */
-    int members_status;
-    char members_message[1024];
 };
-
-/* Stops accepting and drains the sessions for up to shutdown_timeout;
- * why names the cause for the log. Main thread. */
-void lb_main_stop(struct lb_daemon *d, const char *why);
-
-/* Blocks the process signals in the calling thread (the previous mask in
- * *old, for pthread_sigmask(SIG_SETMASK)): threads created meanwhile
- * inherit the mask, so only main, where libevent handles them, takes them. */
-void lb_signals_block(sigset_t *old);
 
 #endif /* LB_DAEMON_H */

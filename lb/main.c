@@ -28,6 +28,11 @@
 
 #include "admin.h"
 #include "daemon.h"
+#include "data.h"
+#include "handover.h"
+#include "reload.h"
+#include "state.h"
+#include "tier.h"
 
 /* Descriptors kept back when comparing max_connections with the fd limit:
  * listeners, event bases, logs, and the admin port's connections (which
@@ -45,19 +50,6 @@ lb_usage(FILE *out)
             "  -x, --takeover     take over from the lb running on control_socket\n"
             "  -v, --version      print the version and exit\n"
             "  -h, --help         this help\n");
-}
-
-void
-lb_signals_block(sigset_t *old)
-{
-    sigset_t block;
-
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGHUP);
-    sigaddset(&block, SIGUSR2);
-    pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
 /* What the other threads tell main: a worker switched generation or
@@ -87,74 +79,18 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
     }
 }
 
+/* A decision gave a server's open connections a drain deadline: the
+ * workers scan their sessions (state/ calls this through lb_state_data). */
 static void
-lb_main_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
+lb_main_drain_scan(struct lb_daemon *d)
 {
-    lb_workers_post(arg, LB_WORKER_FORCE);
-}
-
-void
-lb_main_stop(struct lb_daemon *d, const char *signame)
-{
-    struct timeval tv;
-    uint64_t ms = d->gen->conf->global.shutdown_timeout_ms;
-
-    lb_log(CONF_LOG_INFO, "shutdown", "signal=%s active=%u shutdown_timeout_ms=%llu", signame,
-           atomic_load(&d->limit.active), (unsigned long long)ms);
-    /* After a hand-over the service is the new process's: not stopping. */
-    if (!d->is_handed_over && lb_net_notify("STOPPING=1") == -1)
-        lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
-    lb_workers_post(d, LB_WORKER_STOP);
-    d->shutdown_timer_ev = evtimer_new(d->base, lb_main_on_shutdown_timeout, d);
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    if (d->shutdown_timer_ev == NULL || evtimer_add(d->shutdown_timer_ev, &tv) == -1)
-        lb_main_on_shutdown_timeout(-1, 0, d);  /* cannot wait: close now */
-}
-
-static void
-lb_main_on_withdrawn(evutil_socket_t fd, short what, void *arg)
-{
-    lb_main_stop(arg, "SIGTERM");
+    lb_workers_post(d, LB_WORKER_DRAIN);
 }
 
 static void
 lb_main_on_stop_signal(evutil_socket_t sig, short what, void *arg)
 {
-    struct lb_daemon *d = arg;
-    uint64_t delay = d->gen->conf->global.withdraw_delay_ms;
-    struct timeval tv = lb_tv_ms(delay);
-    char name[16];
-
-    snprintf(name, sizeof(name), "SIG%s", sigabbrev_np((int)sig));
-    if (d->shutdown_timer_ev != NULL) {
-        /* A second signal while draining: stop waiting, as a second Ctrl-C
-         * would be expected to. */
-        lb_log(CONF_LOG_WARN, "shutdown_forced", "signal=%s", name);
-        lb_main_on_shutdown_timeout(-1, 0, d);
-        return;
-    }
-    atomic_store(&d->is_withdrawn, true);       /* /ready: 503 from now on */
-    if (d->withdraw_ev != NULL) {
-        /* A second signal while withdrawing: stop accepting now. */
-        event_free(d->withdraw_ev);
-        d->withdraw_ev = NULL;
-        lb_main_stop(d, name);
-        return;
-    }
-    /* SIGTERM is what an orchestrator or systemd sends: give the routing
-     * layer (BGP, VRRP, a load balancer in front) withdraw_delay to move
-     * the traffic away while lb still serves. SIGINT, an operator at a
-     * terminal, stops at once. */
-    if (sig != SIGTERM || delay == 0) {
-        lb_main_stop(d, name);
-        return;
-    }
-    lb_log(CONF_LOG_INFO, "withdraw", "signal=%s withdraw_delay_ms=%llu active=%u", name,
-           (unsigned long long)delay, atomic_load(&d->limit.active));
-    d->withdraw_ev = evtimer_new(d->base, lb_main_on_withdrawn, d);
-    if (d->withdraw_ev == NULL || evtimer_add(d->withdraw_ev, &tv) == -1)
-        lb_main_stop(d, name);
+    lb_tier_on_signal(arg, (int)sig);
 }
 
 static void
@@ -266,6 +202,10 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     size_t started = 0;
     bool signals_ok = true;
     int status = 1;
+    /* The hand-over reaches the admin port, and the decisions the data
+     * path, through these only. */
+    const struct lb_handover_admin admin = { lb_admin_fd, lb_admin_unlisten };
+    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick };
 
     d->limit.max = c->global.max_connections;
     d->started_at = lb_wall_now();
@@ -283,7 +223,8 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     }
     d->mailbox = lb_mailbox_new(d->base, sizeof(struct lb_main_msg), lb_main_on_msgs, d);
     if (d->mailbox == NULL || lb_reload_init(d) == -1 || lb_members_init(d) == -1 ||
-        lb_server_tick_init(d) == -1 || lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
+        lb_state_init(d, &data) == -1 || lb_tier_init(d) == -1 ||
+        lb_gen_decide_reserve(d, d->gen, NULL) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
         goto out;
     }
@@ -308,7 +249,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     /* Health and admin start before the workers, which read d->hc. */
     if (lb_health_start(d, d->gen, err, sizeof(err)) == -1 ||
         lb_admin_start(d, err, sizeof(err)) == -1 ||
-        lb_control_start(d, err, sizeof(err)) == -1 ||
+        lb_control_start(d, &admin, err, sizeof(err)) == -1 ||
         lb_main_drop_privileges(&d->gen->conf->global, err, sizeof(err)) == -1) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=%s",
                lb_log_quote((char[300]){ 0 }, 300, err));
@@ -333,7 +274,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
         signals_ok = false;
     }
     if (!signals_ok) {
-        lb_main_on_shutdown_timeout(-1, 0, d);
+        lb_workers_post(d, LB_WORKER_FORCE);
         for (size_t i = 0; i < started; i++)
             lb_worker_post(&d->workers[i], LB_WORKER_STOP, NULL);
     } else {
@@ -370,15 +311,10 @@ out:
         free(d->workers);
     }
     lb_members_fini(d);
-    lb_server_tick_fini(d);
+    lb_state_fini(d);
+    lb_tier_fini(d);
     lb_reload_fini(d);
     lb_mailbox_free(d->mailbox, NULL, NULL);
-    free(d->decide_members);
-    free(d->decide_servers);
-    if (d->shutdown_timer_ev != NULL)
-        event_free(d->shutdown_timer_ev);
-    if (d->withdraw_ev != NULL)
-        event_free(d->withdraw_ev);
     if (d->base != NULL)
         event_base_free(d->base);
     return status;
@@ -462,6 +398,11 @@ main(int argc, char **argv)
     d.nworkers = conf->global.workers;
     pthread_mutex_init(&d.state_lock, NULL);
     d.path = path;
+    if (lb_reload_new(&d) == -1) {
+        lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        conf_free(conf);
+        return 1;
+    }
     {
         /* Named now: once a package replaced the file, /proc/self/exe
          * names the old one "(deleted)", and SIGUSR2 wants the new one. */
@@ -473,6 +414,7 @@ main(int argc, char **argv)
      * with the pools' members added (members.c); at start there are none. */
     if ((d.file_conf = conf_dup(conf)) == NULL) {
         lb_log(CONF_LOG_ERROR, "start_failed", "error=\"out of memory\"");
+        lb_reload_free(&d);
         conf_free(conf);
         return 1;
     }
@@ -487,6 +429,7 @@ main(int argc, char **argv)
                lb_log_quote((char[600]){ 0 }, 600, gen_err));
         lb_takeover_free(d.takeover);
         lb_members_fini(&d);
+        lb_reload_free(&d);
         conf_free(conf);
         conf_free(d.file_conf);
         return 1;
@@ -503,11 +446,13 @@ main(int argc, char **argv)
                lb_log_quote((char[600]){ 0 }, 600, gen_err));
         lb_takeover_free(d.takeover);
         lb_members_fini(&d);
+        lb_reload_free(&d);
         conf_free(d.file_conf);
         return 1;
     }
     status = lb_main_run(&d, path, &old);
     lb_takeover_free(d.takeover);       /* a start that failed before "go" */
+    lb_reload_free(&d);
     lb_gen_unref(d.gen);
     lb_log(CONF_LOG_INFO, "exit", "status=%d", status);
     libevent_global_shutdown();

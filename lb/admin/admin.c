@@ -16,7 +16,7 @@
  * (admin_request.c) from the bytes the client sent, which this file keeps
  * for it: evhttp only frames the requests and writes the answers.
  *
- * Server state is changed under daemon->state_lock (see control/server.c)
+ * Server state is changed under daemon->state_lock (see state/server.c)
  * and copied under it for the documents, which are written without it;
  * counters written by the workers are atomics read without a lock.
  *
@@ -47,6 +47,10 @@
 #include "admin_request.h"
 #include "conf_value.h"                 /* conf_parse_server: a server line */
 #include "daemon.h"
+#include "handover.h"
+#include "reload.h"
+#include "state.h"
+#include "tier.h"
 
 /* evhttp's inactivity timeout, in seconds: bounds the writing of an answer
  * to a client that does not read. */
@@ -542,46 +546,36 @@ lb_admin_get(struct lb_admin *a, struct evhttp_request *req, enum lb_admin_route
 
 /* GET /ready: what a routing layer in front asks (a BGP speaker's health
  * check, keepalived's vrrp_script, a Kubernetes readiness probe). 200
- * "ready" while lb listens and every pool a frontend sends to has a server
- * in rotation (one the guard holds counts: the backends are shared by every
- * lb of a tier, so a failure that empties one node's pool empties them
- * all, and withdrawing every node would take the service off the network);
- * 503 with the reasons, and from the first SIGTERM on. */
+ * "ready", or 503 with the reasons; the verdict is the tier's
+ * (tier/tier.c). */
+struct lb_admin_reasons {
+    struct evbuffer *b;
+    size_t n;
+};
+
+static void
+lb_admin_ready_reason(void *arg, const char *reason)
+{
+    struct lb_admin_reasons *r = arg;
+
+    if (r->n++ > 0)
+        LB_ADD_LIT(r->b, ",");
+    lb_json_str(r->b, reason);
+}
+
 static void
 lb_admin_ready(struct lb_admin *a, struct evhttp_request *req)
 {
-    struct lb_daemon *d = a->d;
     struct evbuffer *b = evbuffer_new();
-    bool is_ready = true;
+    struct lb_admin_reasons r = { .b = b };
+    bool is_ready;
 
     if (b == NULL) {
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
     LB_ADD_LIT(b, "{\"ready\":false,\"reasons\":[");
-    if (atomic_load(&d->is_withdrawn)) {
-        LB_ADD_LIT(b, "\"stopping: a SIGTERM came (withdraw_delay, then the drain)\"");
-        is_ready = false;
-    }
-    pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; i < d->gen->conf->npools; i++) {
-        const struct lb_pool *p = &d->gen->pools[i];
-        bool is_used = false, has_server = false;
-        char msg[CONF_NAME_MAX + 64];
-
-        for (size_t k = 0; k < d->gen->conf->nfrontends && !is_used; k++)
-            is_used = d->gen->frontends[k].pool == p;
-        for (size_t k = 0; k < p->conf->nservers && !has_server; k++)
-            has_server = bal_server_in_rotation(p->bal, k);
-        if (!is_used || has_server)
-            continue;
-        snprintf(msg, sizeof(msg), "pool %s: no server in rotation", p->conf->name);
-        if (!is_ready)
-            LB_ADD_LIT(b, ",");
-        lb_json_str(b, msg);
-        is_ready = false;
-    }
-    pthread_mutex_unlock(&d->state_lock);
+    is_ready = lb_tier_ready(a->d, lb_admin_ready_reason, &r);
     if (is_ready) {
         evbuffer_drain(b, evbuffer_get_length(b));
         LB_ADD_LIT(b, "ready\n");

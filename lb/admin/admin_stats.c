@@ -24,6 +24,8 @@
 
 #include "admin.h"
 #include "daemon.h"
+#include "reload.h"
+#include "state.h"
 
 #define LB_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -147,10 +149,11 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
 static int
 lb_stats_snap_removed(struct lb_daemon *d, struct lb_stats_snap *sn)
 {
+    const struct lb_reload_figures *rf = lb_reload_figures(d);
     size_t cap = 0;
 
-    for (size_t r = d->nretired; r-- > 0;) {
-        struct lb_gen *og = d->retired[r];
+    for (size_t r = rf->nretired; r-- > 0;) {
+        struct lb_gen *og = rf->retired[r];
 
         for (size_t i = 0; i < og->nservers; i++) {
             const struct lb_server *srv = og->servers[i];
@@ -243,11 +246,13 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
                 sn->pools[i].is_guard_active |= sn->servers[k].is_guarded;
             }
         }
-        sn->health = d->health;
-        sn->reloads_ok = d->reloads_ok;
-        sn->reloads_failed = d->reloads_failed;
-        if (d->reload_error != NULL)
-            sn->reload_error = strdup(d->reload_error);
+        const struct lb_reload_figures *rf = lb_reload_figures(d);
+
+        sn->health = *lb_state_health(d);
+        sn->reloads_ok = rf->reloads_ok;
+        sn->reloads_failed = rf->reloads_failed;
+        if (rf->reload_error != NULL)
+            sn->reload_error = strdup(rf->reload_error);
         sn->started_at = d->started_at;
     }
     pthread_mutex_unlock(&d->state_lock);

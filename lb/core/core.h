@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -135,6 +136,12 @@ uint64_t lb_net_raise_fd_limit(void);
  * errno when the datagram could not be sent. Any thread. */
 int lb_net_notify(const char *state);
 
+/* Blocks the process signals (SIGTERM, SIGINT, SIGHUP, SIGUSR2) in the
+ * calling thread, the previous mask in *old for pthread_sigmask(
+ * SIG_SETMASK): threads created meanwhile inherit the mask, so only main,
+ * where libevent handles them, takes them. */
+void lb_signals_block(sigset_t *old);
+
 /* --------------------------------------------------------------- text.c */
 
 /* A text built line by line (under a lock) and written or sent after it.
@@ -183,5 +190,26 @@ int lb_mailbox_post_n(struct lb_mailbox *mb, const void *msgs, size_t n);
  * delivered go to drop (when not NULL, and there are any), for an owner
  * whose messages hold references: it releases them there. */
 void lb_mailbox_free(struct lb_mailbox *mb, lb_mailbox_pt drop, void *arg);
+
+/* --------------------------------------------------------------- hist.c */
+
+/* Fixed-bucket histogram in milliseconds, exported in seconds. */
+#define LB_HIST_BUCKETS 15
+extern const double lb_hist_bounds_ms[LB_HIST_BUCKETS];
+struct lb_hist {
+    uint64_t buckets[LB_HIST_BUCKETS];  /* not cumulative */
+    uint64_t count;
+    double sum_ms;
+};
+void lb_hist_observe(struct lb_hist *h, double ms);
+/* The same, observed by any thread (the workers) without a lock; read
+ * into a struct lb_hist for printing. */
+struct lb_ahist {
+    _Atomic uint64_t buckets[LB_HIST_BUCKETS];
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+};
+void lb_ahist_observe(struct lb_ahist *h, uint64_t us);
+void lb_ahist_read(const struct lb_ahist *h, struct lb_hist *out);
 
 #endif /* LB_CORE_H */

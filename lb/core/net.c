@@ -1,12 +1,14 @@
 /*
  * net.c - socket helpers: address text, listening sockets, fd limit, the
- * service manager's notify socket.
+ * service manager's notify socket, and the process signals' mask.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -158,4 +160,17 @@ lb_net_notify(const char *state)
                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
     close(fd);
     return n < 0 ? -1 : 0;
+}
+
+void
+lb_signals_block(sigset_t *old)
+{
+    sigset_t block;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &block, old);
 }

@@ -1,7 +1,7 @@
 /*
  * text.c - a text built line by line, under a lock, and written or sent
  * once the lock is released: the state file's body and a hand-over's
- * lines (lb/control/state.c, members.c, takeover.c).
+ * lines (lb/state/state.c, lb/reload/members.c, lb/handover/takeover.c).
  */
 #include <stdarg.h>
 #include <stdio.h>

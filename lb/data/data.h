@@ -22,18 +22,10 @@ struct lb_frontend;
 struct lb_gen;
 struct lb_listener;
 struct lb_mailbox;
+struct lb_pool;
+struct lb_queue;
 struct lb_session;
 struct lb_buf;
-
-/* The cap on client connections across all workers (max_connections).
- * Workers reserve a slot before each accept(2), so lb never accepts a
- * connection it would have to drop. */
-struct lb_limit {
-    _Atomic uint32_t active;
-    _Atomic uint32_t max;               /* a reload may change it */
-    _Atomic bool paused;                /* listeners disabled at the cap */
-    _Atomic uint64_t reached;           /* times accepts paused at the cap */
-};
 
 /* What other threads ask of a worker, in the order asked. */
 enum lb_worker_msg_kind {
@@ -128,7 +120,7 @@ void lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty);
 void lb_worker_session_gone(struct lb_worker *w);
 
 /* -------------------------------------------------------------- queue.c
- * A pool's queue (struct lb_queue, control.h): clients that found every
+ * A pool's queue (struct lb_queue, state_types.h): clients that found every
  * server in rotation at its max_connections wait here, oldest first, across
  * workers, until a slot frees or queue_timeout passes (HAProxy's maxqueue
  * and timeout queue). A slot is handed over by taking it for the oldest

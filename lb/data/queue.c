@@ -9,7 +9,8 @@
  */
 #include <stdatomic.h>
 
-#include "daemon.h"
+#include "data.h"
+#include "state_types.h"
 
 static void
 lb_queue_unlink(struct lb_queue *q, struct lb_waiter *wt)

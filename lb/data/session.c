@@ -57,6 +57,8 @@
 #include <event2/event_struct.h>
 
 #include "daemon.h"
+#include "data.h"
+#include "state.h"
 
 enum lb_session_state {
     LB_SESSION_CONNECTING = 0,

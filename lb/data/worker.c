@@ -23,6 +23,8 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "data.h"
+#include "state.h"
 
 /* Accepts per readiness event: enough to drain a burst, few enough that one
  * busy frontend does not starve the sessions of the same worker. */

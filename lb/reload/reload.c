@@ -41,6 +41,11 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "data.h"
+#include "reload.h"
+#include "reload_int.h"
+#include "state.h"
+#include "tier.h"
 
 /* How often replaced generations are checked for their last session. */
 #define LB_RELOAD_CLEANUP_MS 500
@@ -143,12 +148,12 @@ lb_reload_keep_restart_settings(const struct conf *cur, struct conf *next)
 static int
 lb_reload_retire_gen(struct lb_daemon *d, struct lb_gen *old)
 {
-    struct lb_gen **r = realloc(d->retired, (d->nretired + 1) * sizeof(*r));
+    struct lb_gen **r = realloc(d->reload->fig.retired, (d->reload->fig.nretired + 1) * sizeof(*r));
 
     if (r == NULL)
         return -1;
-    d->retired = r;
-    d->retired[d->nretired++] = old;
+    d->reload->fig.retired = r;
+    d->reload->fig.retired[d->reload->fig.nretired++] = old;
     return 0;
 }
 
@@ -164,7 +169,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
     char *errors = NULL;
     int rc;
 
-    if (d->shutdown_timer_ev != NULL) {
+    if (lb_tier_is_stopping(d)) {
         snprintf(err, errlen, "shutting down");
         return -1;
     }
@@ -211,7 +216,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
     }
     if (lb_health_start(d, ng, err, errlen) == -1) {
         pthread_mutex_lock(&d->state_lock);
-        d->nretired--;                  /* old stays current */
+        d->reload->fig.nretired--;                  /* old stays current */
         pthread_mutex_unlock(&d->state_lock);
         lb_gen_unref(ng);
         conf_free(file);
@@ -273,19 +278,19 @@ lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
     if (rc == 1 && lb_mono_ms() - run->started_ms + retry_ms <= LB_RELOAD_QUIET_MAX_MS) {
         struct timeval tv = lb_tv_ms(retry_ms);
 
-        d->reload_run = run;            /* a request meanwhile comes after */
-        event_add(d->settle_ev, &tv);
+        d->reload->reload_run = run;            /* a request meanwhile comes after */
+        event_add(d->reload->settle_ev, &tv);
         return;
     }
     if (rc != 0) {
-        d->reload_run = NULL;
+        d->reload->reload_run = NULL;
         lb_reload_end(d, run->trigger, run->ticket, -1, err, run);
         free(run);
         lb_reload_next(d);
         return;
     }
     run->number = d->gen->number;
-    d->reload_run = run;
+    d->reload->reload_run = run;
     if (run->old != NULL) {
         lb_reload_warm_start(d, run);
         return;
@@ -299,7 +304,7 @@ lb_reload_on_settle(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_daemon *d = arg;
 
-    lb_reload_attempt(d, d->reload_run);
+    lb_reload_attempt(d, d->reload->reload_run);
 }
 
 static void
@@ -310,15 +315,15 @@ lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
 
     /* A SIGHUP taken before this reload reads the file is covered by it:
      * one whose hup_ev still waits to run would only make another. */
-    if (is_file && d->hup_ev != NULL)
-        event_del(d->hup_ev);
+    if (is_file && d->reload->hup_ev != NULL)
+        event_del(d->reload->hup_ev);
     if (is_file)
         lb_reload_notify(true);
-    pthread_mutex_lock(&d->reload_lock);
+    pthread_mutex_lock(&d->reload->reload_lock);
     if (is_file)
-        ticket = d->reload_asked;       /* every request asked so far */
-    members_ticket = d->members_asked;  /* both kinds apply the members */
-    pthread_mutex_unlock(&d->reload_lock);
+        ticket = d->reload->reload_asked;       /* every request asked so far */
+    members_ticket = d->reload->members_asked;  /* both kinds apply the members */
+    pthread_mutex_unlock(&d->reload->reload_lock);
     if (run == NULL) {
         struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file,
                                         .members_ticket = members_ticket };
@@ -337,12 +342,12 @@ lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
 static void
 lb_reload_next(struct lb_daemon *d)
 {
-    bool is_file = d->is_reload_again_file;
+    bool is_file = d->reload->is_reload_again_file;
 
-    if (!d->is_reload_again)
+    if (!d->reload->is_reload_again)
         return;
-    d->is_reload_again = d->is_reload_again_file = false;
-    lb_reload_start(d, d->reload_again_trigger, is_file);
+    d->reload->is_reload_again = d->reload->is_reload_again_file = false;
+    lb_reload_start(d, d->reload->reload_again_trigger, is_file);
 }
 
 /* ------------------------------------------------------------- warming */
@@ -372,7 +377,7 @@ lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run)
            "generation=%llu held=%zu added=%zu max_ms=%llu",
            (unsigned long long)run->number, run->warm_held, run->added,
            (unsigned long long)ms);
-    event_add(d->warm_ev, &tv);
+    event_add(d->reload->warm_ev, &tv);
     lb_reload_warm_check(d, false);     /* every first probe may be back */
 }
 
@@ -386,7 +391,7 @@ lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run)
 void
 lb_reload_warm_check(struct lb_daemon *d, bool is_bound)
 {
-    struct lb_reload_run *run = d->reload_run;
+    struct lb_reload_run *run = d->reload->reload_run;
     bool is_warming;
 
     if (run == NULL || run->old == NULL || run->is_warm_over)
@@ -396,7 +401,7 @@ lb_reload_warm_check(struct lb_daemon *d, bool is_bound)
     pthread_mutex_unlock(&d->state_lock);
     if (!is_bound && is_warming)
         return;
-    event_del(d->warm_ev);
+    event_del(d->reload->warm_ev);
     run->is_warm_over = true;
     run->warm_ms = lb_mono_ms() - run->started_ms;
     lb_reload_publish(d, run);
@@ -412,12 +417,12 @@ lb_reload_on_warm_bound(evutil_socket_t fd, short what, void *arg)
 static void
 lb_reload_ask(struct lb_daemon *d, const char *trigger, bool is_file)
 {
-    if (d->reload_run != NULL) {
+    if (d->reload->reload_run != NULL) {
         /* one more after this one; a file reload wins the trigger */
-        if (!d->is_reload_again || is_file)
-            d->reload_again_trigger = trigger;
-        d->is_reload_again = true;
-        d->is_reload_again_file |= is_file;
+        if (!d->reload->is_reload_again || is_file)
+            d->reload->reload_again_trigger = trigger;
+        d->reload->is_reload_again = true;
+        d->reload->is_reload_again_file |= is_file;
         return;
     }
     lb_reload_start(d, trigger, is_file);
@@ -441,7 +446,7 @@ lb_reload_members(struct lb_daemon *d, const char *trigger)
 static void
 lb_reload_finish_if_switched(struct lb_daemon *d)
 {
-    struct lb_reload_run *run = d->reload_run;
+    struct lb_reload_run *run = d->reload->reload_run;
     size_t held;
 
     if (run->switched < d->nworkers)
@@ -453,7 +458,7 @@ lb_reload_finish_if_switched(struct lb_daemon *d)
         lb_gen_unref(run->old);
         run->old = NULL;
     }
-    d->reload_run = NULL;
+    d->reload->reload_run = NULL;
     /* Every worker has switched: without open connections the old
      * generation goes now, not at the next cleanup. */
     lb_reload_free_unused(d);
@@ -465,7 +470,7 @@ lb_reload_finish_if_switched(struct lb_daemon *d)
 void
 lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
 {
-    struct lb_reload_run *run = d->reload_run;
+    struct lb_reload_run *run = d->reload->reload_run;
 
     if (run == NULL || number < run->number)
         return;
@@ -493,34 +498,34 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
         lb_state_save(d);
     if (run->is_file)
         lb_reload_notify(false);
-    pthread_mutex_lock(&d->reload_lock);
-    if (run->members_ticket > d->members_done) {
-        d->members_done = run->members_ticket;
-        d->members_status = rc;
-        snprintf(d->members_message, sizeof(d->members_message), "%s", err);
-        pthread_cond_broadcast(&d->reload_cond);
+    pthread_mutex_lock(&d->reload->reload_lock);
+    if (run->members_ticket > d->reload->members_done) {
+        d->reload->members_done = run->members_ticket;
+        d->reload->members_status = rc;
+        snprintf(d->reload->members_message, sizeof(d->reload->members_message), "%s", err);
+        pthread_cond_broadcast(&d->reload->reload_cond);
     }
-    pthread_mutex_unlock(&d->reload_lock);
+    pthread_mutex_unlock(&d->reload->reload_lock);
     if (!run->is_file)
         return;
     pthread_mutex_lock(&d->state_lock);
-    free(d->reload_error);
-    d->reload_error = NULL;
+    free(d->reload->fig.reload_error);
+    d->reload->fig.reload_error = NULL;
     if (rc == 0) {
-        d->reloads_ok++;
+        d->reload->fig.reloads_ok++;
     } else {
-        d->reloads_failed++;
-        d->reload_error = strdup(err);
+        d->reload->fig.reloads_failed++;
+        d->reload->fig.reload_error = strdup(err);
     }
     pthread_mutex_unlock(&d->state_lock);
 
-    pthread_mutex_lock(&d->reload_lock);
-    d->reload_status = rc;
-    snprintf(d->reload_message, sizeof(d->reload_message), "%s", err);
-    if (ticket > d->reload_done)
-        d->reload_done = ticket;
-    pthread_cond_broadcast(&d->reload_cond);
-    pthread_mutex_unlock(&d->reload_lock);
+    pthread_mutex_lock(&d->reload->reload_lock);
+    d->reload->reload_status = rc;
+    snprintf(d->reload->reload_message, sizeof(d->reload->reload_message), "%s", err);
+    if (ticket > d->reload->reload_done)
+        d->reload->reload_done = ticket;
+    pthread_cond_broadcast(&d->reload->reload_cond);
+    pthread_mutex_unlock(&d->reload->reload_lock);
 }
 
 /* ---------------------------------------------------------------- SIGHUP */
@@ -539,7 +544,7 @@ lb_reload_on_hup(evutil_socket_t fd, short what, void *arg)
 void
 lb_reload_signal(struct lb_daemon *d)
 {
-    event_active(d->hup_ev, EV_READ, 0);
+    event_active(d->reload->hup_ev, EV_READ, 0);
 }
 
 /* --------------------------------------------------------- POST /reload */
@@ -558,17 +563,17 @@ lb_reload_wait(struct lb_daemon *d, enum lb_main_msg_kind kind, uint64_t *asked,
 
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;
-    pthread_mutex_lock(&d->reload_lock);
+    pthread_mutex_lock(&d->reload->reload_lock);
     ticket = ++*asked;
-    pthread_mutex_unlock(&d->reload_lock);
+    pthread_mutex_unlock(&d->reload->reload_lock);
     if (lb_mailbox_post(d->mailbox, &m) == -1) {
         snprintf(msg, len, "out of memory");
         return -1;
     }
 
-    pthread_mutex_lock(&d->reload_lock);
+    pthread_mutex_lock(&d->reload->reload_lock);
     while (*done < ticket) {
-        if (pthread_cond_timedwait(&d->reload_cond, &d->reload_lock, &deadline) != 0)
+        if (pthread_cond_timedwait(&d->reload->reload_cond, &d->reload->reload_lock, &deadline) != 0)
             break;
     }
     if (*done >= ticket) {
@@ -577,22 +582,22 @@ lb_reload_wait(struct lb_daemon *d, enum lb_main_msg_kind kind, uint64_t *asked,
     } else {
         snprintf(msg, len, "reload did not finish in 30 s");
     }
-    pthread_mutex_unlock(&d->reload_lock);
+    pthread_mutex_unlock(&d->reload->reload_lock);
     return rc;
 }
 
 int
 lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
 {
-    return lb_reload_wait(d, LB_MAIN_RELOAD, &d->reload_asked, &d->reload_done,
-                          &d->reload_status, d->reload_message, msg, len);
+    return lb_reload_wait(d, LB_MAIN_RELOAD, &d->reload->reload_asked, &d->reload->reload_done,
+                          &d->reload->reload_status, d->reload->reload_message, msg, len);
 }
 
 int
 lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len)
 {
-    return lb_reload_wait(d, LB_MAIN_MEMBERS, &d->members_asked, &d->members_done,
-                          &d->members_status, d->members_message, msg, len);
+    return lb_reload_wait(d, LB_MAIN_MEMBERS, &d->reload->members_asked, &d->reload->members_done,
+                          &d->reload->members_status, d->reload->members_message, msg, len);
 }
 
 /* ---------------------------------------------------------- old gens */
@@ -608,16 +613,16 @@ lb_reload_free_unused(struct lb_daemon *d)
     size_t kept = 0, freed;
 
     pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; i < d->nretired; i++) {
-        struct lb_gen *g = d->retired[i];
+    for (size_t i = 0; i < d->reload->fig.nretired; i++) {
+        struct lb_gen *g = d->reload->fig.retired[i];
 
         if (atomic_load(&g->refs) == 1)
             lb_gen_unref(g);
         else
-            d->retired[kept++] = g;
+            d->reload->fig.retired[kept++] = g;
     }
-    freed = d->nretired - kept;
-    d->nretired = kept;
+    freed = d->reload->fig.nretired - kept;
+    d->reload->fig.nretired = kept;
     pthread_mutex_unlock(&d->state_lock);
     if (freed > 0)
         malloc_trim(0);
@@ -630,19 +635,44 @@ lb_reload_on_cleanup(evutil_socket_t fd, short what, void *arg)
 }
 
 int
+lb_reload_new(struct lb_daemon *d)
+{
+    if ((d->reload = calloc(1, sizeof(*d->reload))) == NULL)
+        return -1;
+    pthread_mutex_init(&d->reload->reload_lock, NULL);
+    pthread_cond_init(&d->reload->reload_cond, NULL);
+    return 0;
+}
+
+void
+lb_reload_free(struct lb_daemon *d)
+{
+    if (d->reload == NULL)
+        return;
+    pthread_mutex_destroy(&d->reload->reload_lock);
+    pthread_cond_destroy(&d->reload->reload_cond);
+    free(d->reload);
+    d->reload = NULL;
+}
+
+const struct lb_reload_figures *
+lb_reload_figures(const struct lb_daemon *d)
+{
+    return &d->reload->fig;
+}
+
+int
 lb_reload_init(struct lb_daemon *d)
 {
     struct timeval tv = { 0, LB_RELOAD_CLEANUP_MS * 1000 };
 
-    pthread_mutex_init(&d->reload_lock, NULL);
-    pthread_cond_init(&d->reload_cond, NULL);
-    d->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
-    d->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
-    d->warm_ev = evtimer_new(d->base, lb_reload_on_warm_bound, d);
-    d->settle_ev = evtimer_new(d->base, lb_reload_on_settle, d);
-    if (d->hup_ev == NULL || d->retired_ev == NULL || d->warm_ev == NULL ||
-        d->settle_ev == NULL ||
-        event_add(d->retired_ev, &tv) == -1)
+    d->reload->hup_ev = event_new(d->base, -1, 0, lb_reload_on_hup, d);
+    d->reload->retired_ev = event_new(d->base, -1, EV_PERSIST, lb_reload_on_cleanup, d);
+    d->reload->warm_ev = evtimer_new(d->base, lb_reload_on_warm_bound, d);
+    d->reload->settle_ev = evtimer_new(d->base, lb_reload_on_settle, d);
+    if (d->reload->hup_ev == NULL || d->reload->retired_ev == NULL || d->reload->warm_ev == NULL ||
+        d->reload->settle_ev == NULL ||
+        event_add(d->reload->retired_ev, &tv) == -1)
         return -1;
     return 0;
 }
@@ -650,26 +680,26 @@ lb_reload_init(struct lb_daemon *d)
 void
 lb_reload_fini(struct lb_daemon *d)
 {
-    if (d->retired_ev != NULL)
-        event_free(d->retired_ev);
-    if (d->hup_ev != NULL)
-        event_free(d->hup_ev);
-    if (d->warm_ev != NULL)
-        event_free(d->warm_ev);
-    if (d->settle_ev != NULL)
-        event_free(d->settle_ev);
-    d->retired_ev = d->hup_ev = d->warm_ev = d->settle_ev = NULL;
-    if (d->reload_run != NULL && d->reload_run->old != NULL)
-        lb_gen_unref(d->reload_run->old);
-    free(d->reload_run);
-    d->reload_run = NULL;
-    for (size_t i = 0; i < d->nretired; i++)
-        lb_gen_unref(d->retired[i]);
-    free(d->retired);
-    d->retired = NULL;
-    d->nretired = 0;
-    free(d->reload_error);
-    d->reload_error = NULL;
+    if (d->reload->retired_ev != NULL)
+        event_free(d->reload->retired_ev);
+    if (d->reload->hup_ev != NULL)
+        event_free(d->reload->hup_ev);
+    if (d->reload->warm_ev != NULL)
+        event_free(d->reload->warm_ev);
+    if (d->reload->settle_ev != NULL)
+        event_free(d->reload->settle_ev);
+    d->reload->retired_ev = d->reload->hup_ev = d->reload->warm_ev = d->reload->settle_ev = NULL;
+    if (d->reload->reload_run != NULL && d->reload->reload_run->old != NULL)
+        lb_gen_unref(d->reload->reload_run->old);
+    free(d->reload->reload_run);
+    d->reload->reload_run = NULL;
+    for (size_t i = 0; i < d->reload->fig.nretired; i++)
+        lb_gen_unref(d->reload->fig.retired[i]);
+    free(d->reload->fig.retired);
+    d->reload->fig.retired = NULL;
+    d->reload->fig.nretired = 0;
+    free(d->reload->fig.reload_error);
+    d->reload->fig.reload_error = NULL;
     conf_free(d->file_conf);
     d->file_conf = NULL;
 }

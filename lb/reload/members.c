@@ -24,6 +24,10 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "reload.h"
+#include "reload_int.h"
+#include "state.h"
+#include "tier.h"
 #include "discover.h"
 
 /* The weight a discovered server gets at most (SRV weights go to 65535). */
@@ -34,9 +38,9 @@ static struct lb_log_limit lb_discover_failed_log = LB_LOG_LIMIT(10);
 static struct lb_members *
 lb_members_find(struct lb_daemon *d, const char *pool)
 {
-    for (size_t i = 0; i < d->nmembers; i++) {
-        if (strcmp(d->members[i]->pool, pool) == 0)
-            return d->members[i];
+    for (size_t i = 0; i < d->reload->nmembers; i++) {
+        if (strcmp(d->reload->members[i]->pool, pool) == 0)
+            return d->reload->members[i];
     }
     return NULL;
 }
@@ -49,13 +53,13 @@ lb_members_get(struct lb_daemon *d, const char *pool)
     if (m != NULL)
         return m;
     if ((m = calloc(1, sizeof(*m))) == NULL ||
-        (grown = realloc(d->members, (d->nmembers + 1) * sizeof(*grown))) == NULL) {
+        (grown = realloc(d->reload->members, (d->reload->nmembers + 1) * sizeof(*grown))) == NULL) {
         free(m);
         return NULL;
     }
     snprintf(m->pool, sizeof(m->pool), "%s", pool);
-    d->members = grown;
-    d->members[d->nmembers++] = m;
+    d->reload->members = grown;
+    d->reload->members[d->reload->nmembers++] = m;
     m->d = d;
     return m;
 }
@@ -272,7 +276,7 @@ lb_members_on_result(void *arg, const struct dsc_server *servers, size_t n, cons
     if (is_changed) {
         lb_log(CONF_LOG_INFO, "discover", "pool=%s name=%s servers=%zu", m->pool,
                dsc_spec_of(m->dsc)->name, n);
-        event_active(d->members_ev, EV_READ, 0);
+        event_active(d->reload->members_ev, EV_READ, 0);
     }
 }
 
@@ -313,8 +317,8 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
     bool is_dropped = false;
 
     pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; i < d->nmembers; i++)
-        d->members[i]->is_seen = false;
+    for (size_t i = 0; i < d->reload->nmembers; i++)
+        d->reload->members[i]->is_seen = false;
     for (size_t pi = 0; pi < c->npools; pi++) {
         const struct conf_pool *p = &c->pools[pi];
         struct lb_members *m = lb_members_find(d, p->name);
@@ -347,17 +351,17 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
         if ((m->dsc = dsc_new(d->base, &spec, lb_members_on_result, m)) == NULL)
             lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"cannot start\"", p->name);
     }
-    for (size_t i = 0; i < d->nmembers;) {
-        if (!d->members[i]->is_seen) {
-            lb_members_free(d->members[i]);
-            d->members[i] = d->members[--d->nmembers];
+    for (size_t i = 0; i < d->reload->nmembers;) {
+        if (!d->reload->members[i]->is_seen) {
+            lb_members_free(d->reload->members[i]);
+            d->reload->members[i] = d->reload->members[--d->reload->nmembers];
         } else {
             i++;
         }
     }
     pthread_mutex_unlock(&d->state_lock);
     if (is_dropped)
-        event_active(d->members_ev, EV_READ, 0);
+        event_active(d->reload->members_ev, EV_READ, 0);
 }
 
 static void
@@ -365,28 +369,28 @@ lb_members_on_changed(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_daemon *d = arg;
 
-    if (d->shutdown_timer_ev == NULL)   /* stopping: the pools stay as they are */
+    if (!lb_tier_is_stopping(d))   /* stopping: the pools stay as they are */
         lb_reload_members(d, "discover");
 }
 
 int
 lb_members_init(struct lb_daemon *d)
 {
-    d->members_ev = event_new(d->base, -1, 0, lb_members_on_changed, d);
-    return d->members_ev != NULL ? 0 : -1;
+    d->reload->members_ev = event_new(d->base, -1, 0, lb_members_on_changed, d);
+    return d->reload->members_ev != NULL ? 0 : -1;
 }
 
 void
 lb_members_fini(struct lb_daemon *d)
 {
-    for (size_t i = 0; i < d->nmembers; i++)
-        lb_members_free(d->members[i]);
-    free(d->members);
-    d->members = NULL;
-    d->nmembers = 0;
-    if (d->members_ev != NULL)
-        event_free(d->members_ev);
-    d->members_ev = NULL;
+    for (size_t i = 0; i < d->reload->nmembers; i++)
+        lb_members_free(d->reload->members[i]);
+    free(d->reload->members);
+    d->reload->members = NULL;
+    d->reload->nmembers = 0;
+    if (d->reload->members_ev != NULL)
+        event_free(d->reload->members_ev);
+    d->reload->members_ev = NULL;
 }
 
 /* ------------------------------------------------------- hand-over */
@@ -398,8 +402,8 @@ lb_members_text(struct lb_daemon *d, size_t *len)
     int rc = 0;
 
     pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; rc == 0 && i < d->nmembers; i++) {
-        const struct lb_members *m = d->members[i];
+    for (size_t i = 0; rc == 0 && i < d->reload->nmembers; i++) {
+        const struct lb_members *m = d->reload->members[i];
         const struct { const char *source; const struct lb_member *list; size_t n; } lists[] = {
             { "api", m->api, m->napi }, { "dns", m->dns, m->ndns },
         };

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "state.h"
 
 /* Older than this, the saved state says more about the past than about
  * now: ten minutes covers a restart, an upgrade or a reboot. */

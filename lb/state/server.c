@@ -24,53 +24,19 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "state.h"
 
-const double lb_hist_bounds_ms[LB_HIST_BUCKETS] = {
-    1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+/* What the decisions keep between them: main allocates it at start
+ * (lb_state_init) and frees it at exit. Under daemon->state_lock, but
+ * tick_ev (main only). */
+struct lb_state {
+    struct lb_health_stats health;      /* shown by /stats and /metrics */
+    struct bal_member *decide_members;  /* scratch of the decision */
+    struct lb_server **decide_servers;
+    size_t decide_cap;
+    struct event *tick_ev;              /* heartbeat expiry, slow start */
+    struct lb_state_data data;          /* main's: the data path's calls */
 };
-
-void
-lb_ahist_observe(struct lb_ahist *h, uint64_t us)
-{
-    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
-        if ((double)us <= lb_hist_bounds_ms[i] * 1000) {
-            atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
-            break;
-        }
-    }
-    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
-}
-
-void
-lb_ahist_read(const struct lb_ahist *h, struct lb_hist *out)
-{
-    uint64_t in_buckets = 0;
-
-    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
-        out->buckets[i] = atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
-        in_buckets += out->buckets[i];
-    }
-    /* An observation counted in its bucket but not yet in count would
-     * make the +Inf bucket smaller than the last finite one. */
-    out->count = atomic_load_explicit(&h->count, memory_order_relaxed);
-    if (out->count < in_buckets)
-        out->count = in_buckets;
-    out->sum_ms = (double)atomic_load_explicit(&h->sum_us, memory_order_relaxed) / 1000.0;
-}
-
-void
-lb_hist_observe(struct lb_hist *h, double ms)
-{
-    for (size_t i = 0; i < LB_HIST_BUCKETS; i++) {
-        if (ms <= lb_hist_bounds_ms[i]) {
-            h->buckets[i]++;
-            break;
-        }
-    }
-    h->count++;         /* above the last bound: only in +Inf (= count) */
-    h->sum_ms += ms;
-}
 
 /* Room for a decision over n servers (state_lock held). The scratch grows
  * only at start and at reloads, before anything is committed, so a
@@ -81,17 +47,17 @@ lb_decide_reserve(struct lb_daemon *d, size_t n)
     struct bal_member *m;
     struct lb_server **s;
 
-    if (n <= d->decide_cap)
+    if (n <= d->state->decide_cap)
         return 0;
-    m = realloc(d->decide_members, n * sizeof(*m));
+    m = realloc(d->state->decide_members, n * sizeof(*m));
     if (m == NULL)
         return -1;
-    d->decide_members = m;
-    s = realloc(d->decide_servers, n * sizeof(*s));
+    d->state->decide_members = m;
+    s = realloc(d->state->decide_servers, n * sizeof(*s));
     if (s == NULL)
         return -1;
-    d->decide_servers = s;
-    d->decide_cap = n;
+    d->state->decide_servers = s;
+    d->state->decide_cap = n;
     return 0;
 }
 
@@ -197,7 +163,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
         atomic_store(&b->drain_deadline_ms, bal_drain_deadline(lb_mono_ms(), m->drain_ms));
         /* workers scan their sessions on a change only */
         if (atomic_load(&b->live.active_connections) > 0)
-            lb_workers_post(d, LB_WORKER_DRAIN);
+            d->state->data.scan(d);
     }
     if (m->why == BAL_WHY_NONE || m->why == BAL_WHY_PLACED)
         return;
@@ -229,7 +195,7 @@ lb_server_operator(const struct lb_server *srv)
     return (struct bal_operator){ .admin = srv->b->admin, .weight = srv->conf->weight };
 }
 
-/* One decision over the n servers in d->decide_servers (a pool, and at a
+/* One decision over the n servers in d->state->decide_servers (a pool, and at a
  * reload the servers it lost), and what it changes. cause is the index of
  * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
  * log text of that change. */
@@ -237,7 +203,7 @@ static size_t
 lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_cause kind,
           size_t cause, const char *cause_reason, double detection_ms, bool warm_hold)
 {
-    struct bal_member *m = d->decide_members;
+    struct bal_member *m = d->state->decide_members;
     uint32_t floor = pc != NULL ? bal_guard_floor(pc->min_servers.value,
                                                   pc->min_servers.is_percent, pc->nservers)
                                 : 0;
@@ -245,7 +211,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
     uint64_t now = lb_mono_ms();
 
     for (size_t i = 0; i < n; i++) {
-        const struct lb_server *srv = d->decide_servers[i];
+        const struct lb_server *srv = d->state->decide_servers[i];
         const struct lb_backend *b = srv->b;
         const struct conf_pool *spc = srv->pool->conf;
 
@@ -270,14 +236,14 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
     }
     in_after = bal_rotation_decide(m, n, floor, kind, cause);
     for (size_t i = 0; i < n; i++) {
-        lb_decide_apply(d, d->decide_servers[i], &m[i], cause_reason, detection_ms, in_after,
+        lb_decide_apply(d, d->state->decide_servers[i], &m[i], cause_reason, detection_ms, in_after,
                         &in_count);
         held += m[i].is_warm_held;
     }
     /* A server back in rotation brings free slots: they go to the clients
      * already queued for one (a no-op when nobody waits). */
     if (pc != NULL && n > 0)
-        lb_queue_kick(&d->decide_servers[0]->pool->shared->queue);
+        d->state->data.kick(&d->state->decide_servers[0]->pool->shared->queue);
     return held;
 }
 
@@ -289,7 +255,7 @@ lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
 
     /* reserved for this pool's size when its generation was placed */
     for (size_t i = 0; i < n; i++)
-        d->decide_servers[i] = &pool->servers[i];
+        d->state->decide_servers[i] = &pool->servers[i];
     lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms,
               false);
 }
@@ -317,7 +283,7 @@ lb_gen_add_lost(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen
         for (size_t k = 0; k < op->conf->nservers; k++) {
             if (lb_gen_lost(g, &op->servers[k])) {
                 op->servers[k].b->is_removed = true;
-                d->decide_servers[n++] = &op->servers[k];
+                d->state->decide_servers[n++] = &op->servers[k];
             }
         }
     }
@@ -347,7 +313,7 @@ lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old, b
         size_t n = p->conf->nservers;
 
         for (size_t k = 0; k < n; k++)
-            d->decide_servers[k] = &p->servers[k];
+            d->state->decide_servers[k] = &p->servers[k];
         n = lb_gen_add_lost(d, g, old, p->conf->name, n);
         removed += n - p->conf->nservers;
         *warm_held += lb_decide(d, p->conf, n, BAL_CAUSE_BUILD, 0, "reload", 0, warm_hold);
@@ -408,7 +374,7 @@ void
 lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
                       const struct hc_result *r)
 {
-    struct lb_health_stats *st = &d->health;
+    struct lb_health_stats *st = &d->state->health;
     enum bal_health_change change;
     char qbuf[HC_DETAIL_MAX * 2];
     double detection_ms;
@@ -582,18 +548,34 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-lb_server_tick_init(struct lb_daemon *d)
+lb_state_init(struct lb_daemon *d, const struct lb_state_data *data)
 {
     struct timeval tv = lb_tv_ms(LB_TICK_MS);
 
-    d->tick_ev = event_new(d->base, -1, EV_PERSIST, lb_server_on_tick, d);
-    return d->tick_ev != NULL && event_add(d->tick_ev, &tv) == 0 ? 0 : -1;
+    if ((d->state = calloc(1, sizeof(*d->state))) == NULL)
+        return -1;
+    d->state->data = *data;
+    d->state->tick_ev = event_new(d->base, -1, EV_PERSIST, lb_server_on_tick, d);
+    return d->state->tick_ev != NULL && event_add(d->state->tick_ev, &tv) == 0 ? 0 : -1;
 }
 
 void
-lb_server_tick_fini(struct lb_daemon *d)
+lb_state_fini(struct lb_daemon *d)
 {
-    if (d->tick_ev != NULL)
-        event_free(d->tick_ev);
-    d->tick_ev = NULL;
+    struct lb_state *st = d->state;
+
+    if (st == NULL)
+        return;
+    if (st->tick_ev != NULL)
+        event_free(st->tick_ev);
+    free(st->decide_members);
+    free(st->decide_servers);
+    free(st);
+    d->state = NULL;
+}
+
+const struct lb_health_stats *
+lb_state_health(const struct lb_daemon *d)
+{
+    return &d->state->health;
 }

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "state.h"
 
 static enum bal_algo
 lb_gen_algo(enum conf_balance b)

@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "reload.h"
+#include "reload_int.h"
+#include "state.h"
 
 static void
 lb_health_on_results(void *msgs, size_t n, void *arg)
