@@ -236,6 +236,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
             lb_takeover_state(d, d->gen);   /* what the running one knows */
         else
             lb_state_load(d, d->gen);   /* what the last run knew */
+        lb_members_weigh_gen(d, d->gen);    /* the API's weights 0 (lb -x) */
         lb_gen_decide(d, d->gen, NULL, false, &held);   /* every server's starting place */
     }
     for (size_t i = 0; i < d->nworkers; i++) {

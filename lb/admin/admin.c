@@ -369,7 +369,7 @@ lb_admin_server_delete(struct lb_admin *a, struct evhttp_request *req,
     else if (srv != NULL && srv->conf->source == CONF_SOURCE_DNS)
         conflict = "the server comes from DNS: it leaves when its record does";
     else if (srv != NULL) {
-        lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);   /* out of rotation now */
+        lb_server_delete(d, srv);       /* out of rotation now */
         (void)lb_members_api_remove(d, v->pool, v->server);
         active = bal_server_active(srv->pool->bal, srv->index);
         drain_ms = srv->pool->conf->drain_timeout_ms;
@@ -408,7 +408,6 @@ lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
     struct lb_daemon *d = a->d;
     struct lb_server *srv;
     bool pool_found;
-    uint32_t before = UINT32_MAX;
 
     if (v->weight > CONF_WEIGHT_MAX) {
         lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", "weight: use 0 to 256");
@@ -417,11 +416,8 @@ lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
     pthread_mutex_lock(&d->state_lock);
     srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
     if (srv != NULL) {
-        before = lb_members_weight_set(d, v->pool, v->server, v->weight);
-        if (v->weight == 0)
-            lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);
-        else if (before == 0)
-            lb_server_set_admin(d, srv, BAL_ADMIN_NONE);
+        (void)lb_members_weight_set(d, v->pool, v->server, v->weight);
+        lb_server_set_weight(d, srv, v->weight);
     }
     pthread_mutex_unlock(&d->state_lock);
     if (srv == NULL) {

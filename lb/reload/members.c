@@ -127,6 +127,25 @@ lb_members_weigh(struct lb_members *m, struct conf_pool *p)
     m->nweights = kept;
 }
 
+void
+lb_members_weigh_gen(struct lb_daemon *d, struct lb_gen *g)
+{
+    for (size_t i = 0; i < g->nservers; i++)
+        g->servers[i]->b->op.weight = g->servers[i]->conf->weight;
+    for (size_t i = 0; i < d->reload->nmembers; i++) {
+        const struct lb_members *m = d->reload->members[i];
+
+        for (size_t k = 0; k < m->nweights; k++) {
+            struct lb_server *srv = m->weights[k].weight == 0
+                                        ? lb_gen_find_server(g, m->pool, m->weights[k].name)
+                                        : NULL;
+
+            if (srv != NULL)
+                srv->b->op.weight = 0;
+        }
+    }
+}
+
 int
 lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
 {

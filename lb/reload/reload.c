@@ -233,6 +233,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         srv->b->health.fall = srv->pool->conf->fall ? srv->pool->conf->fall : 1;
         run->added += !srv->b->is_decided;
     }
+    lb_members_weigh_gen(d, ng);
     run->removed = lb_gen_decide(d, ng, old, true, &run->warm_held);
     if (run->warm_held > 0) {
         run->old = old;

@@ -65,6 +65,11 @@ void lb_members_fini(struct lb_daemon *d);
 /* Appends the members of every pool of c (a copy of the file's config) to
  * its servers. -1 with err set when out of memory or a member is refused. */
 int lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen);
+/* Each server's weight as the decision takes it (op.weight): the
+ * configured one (the API's above 0 is in it already), 0 where the API
+ * set 0 (the config keeps a weight of 1 or more). Before g's first
+ * decision; caller holds state_lock, or is alone at start. */
+void lb_members_weigh_gen(struct lb_daemon *d, struct lb_gen *g);
 /* After a commit of the file c: starts, keeps or stops each pool's
  * discovery. Main thread, not from a discovery callback. */
 void lb_members_sync(struct lb_daemon *d, const struct conf *c);

@@ -188,13 +188,6 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
            pc->nservers, m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN ? detection_ms : 0);
 }
 
-/* The operator's inputs of a server as the decision takes them. */
-static struct bal_operator
-lb_server_operator(const struct lb_server *srv)
-{
-    return (struct bal_operator){ .admin = srv->b->admin, .weight = srv->conf->weight };
-}
-
 /* One decision over the n servers in d->state->decide_servers (a pool, and at a
  * reload the servers it lost), and what it changes. cause is the index of
  * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
@@ -217,7 +210,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
 
         m[i] = (struct bal_member){
             .health = b->health.state,
-            .op = lb_server_operator(srv),
+            .op = b->op,
             .is_removed = b->is_removed,
             .is_new = !b->is_decided,
             .was_in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
@@ -339,9 +332,9 @@ bool
 lb_gen_is_warming(const struct lb_gen *g)
 {
     for (size_t i = 0; i < g->nservers; i++) {
-        struct bal_operator op = lb_server_operator(g->servers[i]);
+        const struct lb_backend *b = g->servers[i]->b;
 
-        if (bal_is_warming(g->servers[i]->b->health.state, &op))
+        if (bal_is_warming(b->health.state, &b->op))
             return true;
     }
     return false;
@@ -361,13 +354,34 @@ lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin a
         [BAL_ADMIN_DISABLE] = "operator: disable",
     };
 
-    if (srv->b->admin == admin)
+    if (srv->b->op.admin == admin)
         return;
-    srv->b->admin = admin;
+    srv->b->op.admin = admin;
     lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
            srv->pool->conf->name, srv->conf->name,
            bal_health_state_name(srv->b->health.state));
     lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reasons[admin], 0);
+}
+
+void
+lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight)
+{
+    char reason[32];
+
+    if (srv->b->op.weight == weight)
+        return;
+    srv->b->op.weight = weight;
+    snprintf(reason, sizeof(reason), "operator: weight %u", weight);
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reason, 0);
+}
+
+void
+lb_server_delete(struct lb_daemon *d, struct lb_server *srv)
+{
+    if (srv->b->op.is_api_removed)
+        return;
+    srv->b->op.is_api_removed = true;
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, "operator: delete", 0);
 }
 
 void

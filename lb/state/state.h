@@ -61,8 +61,15 @@ bool lb_gen_is_warming(const struct lb_gen *g);
  * g, before a reload commits. -1 when out of memory. */
 int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old);
 
-/* An operator's action; caller holds state_lock. */
+/* The operator's inputs of the decision, each set alone (none writes
+ * another: disable, weight 0, weight 5 leaves the server disabled), and
+ * the pool decided: enable, drain or disable; the admin API's weight (0:
+ * in the pool, no new connections); a delete through the API (out at
+ * once, drains until the members reload takes it out of the pool).
+ * Caller holds state_lock. */
 void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin);
+void lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight);
+void lb_server_delete(struct lb_daemon *d, struct lb_server *srv);
 
 /* A heartbeat from the server itself (POST .../heartbeat): it can take the
  * server out (fail), make it warning (warn), or let the probe decide
