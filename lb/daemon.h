@@ -57,8 +57,6 @@ struct lb_limit {
 enum lb_main_msg_kind {
     LB_MAIN_SWITCHED = 0,               /* worker now runs gen `number` */
     LB_MAIN_WORKER_EXIT,                /* a worker's loop ended */
-    LB_MAIN_RELOAD,                     /* POST /reload */
-    LB_MAIN_MEMBERS,                    /* the admin API changed members */
 };
 
 struct lb_main_msg {

@@ -52,8 +52,8 @@ lb_usage(FILE *out)
             "  -h, --help         this help\n");
 }
 
-/* What the other threads tell main: a worker switched generation or
- * ended, the admin port asks for a reload. */
+/* What the workers tell main: one switched generation or ended. (The
+ * admin port's orders come on a mailbox of their own: admin_order.c.) */
 static void
 lb_main_on_msgs(void *msgs, size_t n, void *arg)
 {
@@ -68,12 +68,6 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
         case LB_MAIN_WORKER_EXIT:
             if (--d->workers_running == 0)
                 event_base_loopbreak(d->base);
-            break;
-        case LB_MAIN_RELOAD:
-            lb_reload(d, "admin");
-            break;
-        case LB_MAIN_MEMBERS:
-            lb_reload_members(d, "api");
             break;
         }
     }

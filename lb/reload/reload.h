@@ -129,10 +129,15 @@ void lb_reload_fini(struct lb_daemon *d);
  * switch). Main thread. */
 void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);
 
-/* POST /reload: asks main to reload and waits for the outcome. Returns the
- * reload's status (0 or -1) with its message in msg. Admin thread. */
-int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
-/* The same for a members reload, after the admin API changed members. */
-int lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len);
+/* POST /reload and the admin API's members changes, on main: done(d,
+ * arg, rc, msg) is called once with the outcome (rc 0 or -1, msg why) of
+ * the reload that covers the request: the next file reload to start
+ * (lb_reload_request), the next reload of either kind, which both apply
+ * the members (lb_reload_members_request). Requests asked while a reload
+ * runs are answered together by the one that comes after it. At exit,
+ * requests still waiting get -1. Main thread. */
+typedef void (*lb_reload_done_pt)(struct lb_daemon *d, void *arg, int rc, const char *msg);
+void lb_reload_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg);
+void lb_reload_members_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg);
 
 #endif /* LB_RELOAD_H */
