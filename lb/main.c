@@ -197,9 +197,9 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     bool signals_ok = true;
     int status = 1;
     /* The hand-over reaches the admin port, and the decisions the data
-     * path, through these only. */
+     * path and the tier's verdict, through these only. */
     const struct lb_handover_admin admin = { lb_admin_fd, lb_admin_unlisten };
-    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick };
+    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick, lb_tier_publish };
 
     d->limit.max = c->global.max_connections;
     d->started_at = lb_wall_now();

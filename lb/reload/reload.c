@@ -242,6 +242,7 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         lb_gen_ref(old);
     }
     d->gen = ng;                        /* main's reference moves over */
+    lb_tier_publish(d);                 /* /ready on the new pools */
     lb_log_set_level(ng->conf->global.log_level);
     atomic_store(&d->limit.max, ng->conf->global.max_connections);
     pthread_mutex_unlock(&d->state_lock);

@@ -251,6 +251,8 @@ lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
         d->state->decide_servers[i] = &pool->servers[i];
     lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms,
               false);
+    if (d->state->data.decided != NULL)
+        d->state->data.decided(d);
 }
 
 /* A server of old that generation g does not have. */
@@ -325,6 +327,8 @@ lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old, b
         removed += n;
         lb_decide(d, NULL, n, BAL_CAUSE_BUILD, 0, "reload", 0, false);
     }
+    if (d->state->data.decided != NULL)
+        d->state->data.decided(d);
     return removed;
 }
 

@@ -79,16 +79,20 @@ void lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_be
 /* What /stats calls its health: the probe's state, "warning" while the
  * decision says so, "down" while its heartbeat failed or expired. */
 const char *lb_server_health_name(const struct lb_server *srv);
-/* What a decision asks of the data path, which state/ reaches only
- * through these (main passes data/'s calls, so that data/, which walks
- * the generations, and state/ do not call each other): scan, a server's
+/* What a decision asks of the data path and the tier, which state/
+ * reaches only through these (main passes their calls, so that data/,
+ * which walks the generations, and state/ do not call each other): scan, a server's
  * open connections got a drain deadline (every worker scans its
  * sessions); kick, a pool's servers may have slots for its queue. */
 typedef void (*lb_state_scan_pt)(struct lb_daemon *d);
 typedef void (*lb_state_kick_pt)(struct lb_queue *q);
+/* decided: rotation may have changed; what follows from it (/ready's
+ * verdict, tier/) is worked out again. Caller holds state_lock. */
+typedef void (*lb_state_decided_pt)(struct lb_daemon *d);
 struct lb_state_data {
     lb_state_scan_pt scan;
     lb_state_kick_pt kick;
+    lb_state_decided_pt decided;
 };
 
 /* Allocates d->state (data is copied) and starts the main thread's 100 ms

@@ -8,6 +8,7 @@ together by the one reload after it, each with that reload's outcome.
 Real lb, real backends, real sockets."""
 
 import json
+import signal
 import threading
 import time
 
@@ -95,6 +96,34 @@ class ReloadAsyncTest(LbTestCase):
         self.assertEqual([(r.status, r.json()) for _, r in later],
                          [(200, {"reloaded": True, "generation": 3})] * 2, [str(r) for _, r in later])
         self.assertEqual(len(lb.events("reload")), 2, lb.events("reload"))
+
+    def raw_reload(self):
+        s = harness.connect(self.admin_port)
+        s.sendall(f"POST /reload HTTP/1.1\r\nHost: {harness.HOST}\r\n"
+                  "Content-Length: 0\r\n\r\n".encode())
+        return s
+
+    def test_clients_gone_before_their_answer(self):
+        # One client closes while its reload warms: its answer is written
+        # to a closed connection. Another still waits when lb stops: its
+        # request is freed at exit. The sanitized builds check that neither
+        # is used after it is freed nor leaked (lb's exit status).
+        lb = start_lb(self, self.text([("b1", self.named("b1"))]), self.admin_port)
+        lb.admin.wait_server("p", "b1", lambda s: s["health"] == "up", IO_TIMEOUT, "b1 up")
+        self.hc.mode(self.hc.ports[0], f"slow:{PROBE_MS}")
+        write_atomic(lb.config_path, self.text([("g1", self.named("g1"))]))
+        gone = self.raw_reload()
+        lb.wait_event("reload_warming", timeout=IO_TIMEOUT)
+        gone.close()
+        lb.wait_event("reload", generation="2", timeout=IO_TIMEOUT)
+        self.assertEqual(lb.admin.get("/healthz").status, 200)
+        # a reload held again (a new server pending), and a client waiting
+        self.hc.mode(self.hc.ports[0], f"slow:{PROBE_MS}")
+        write_atomic(lb.config_path, self.text([("g2", self.named("g2"))]))
+        waiting = self.raw_reload()
+        lb.wait_event("reload_warming", timeout=IO_TIMEOUT, count=2)
+        lb.stop(signal.SIGINT)          # exits 0 (checked at teardown)
+        waiting.close()
 
 
 if __name__ == "__main__":
