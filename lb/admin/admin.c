@@ -16,8 +16,12 @@
  * (admin_request.c) from the bytes the client sent, which this file keeps
  * for it: evhttp only frames the requests and writes the answers.
  *
- * Server state is changed under daemon->state_lock (see state/server.c)
- * and copied under it for the documents, which are written without it;
+ * This thread decides nothing and writes no server state: operator
+ * actions, weights, members, heartbeats and reloads are orders it posts to
+ * main, which decides and posts the answer back (admin_int.h,
+ * admin_order.c); the answer is sent from that callback, so no request
+ * waits on this loop, not even for a reload. State is copied under
+ * daemon->state_lock for the documents, which are written without it;
  * counters written by the workers are atomics read without a lock.
  *
  * Bad clients are bounded: evhttp's header and body sizes, a deadline for

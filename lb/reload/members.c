@@ -327,8 +327,8 @@ lb_members_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b)
 /* After a commit: one discovery per pool of c that asks for it, kept when
  * its spec did not change (a changed one starts over, at once, and keeps
  * the last set until its first answer); the members of pools that are gone
- * go with them. Under state_lock throughout: the admin thread may add a
- * pool's entry meanwhile. */
+ * go with them. Under state_lock throughout: the admin thread reads the
+ * lists for /stats. */
 void
 lb_members_sync(struct lb_daemon *d, const struct conf *c)
 {

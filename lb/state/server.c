@@ -2,8 +2,8 @@
  * server.c - where health verdicts, operator actions and reloads turn into
  * rotation changes.
  *
- * Main thread (and the admin thread for operator actions), always under
- * daemon->state_lock. Each path records its fact (a probe result fed to
+ * Main thread only (the admin port's orders come to main: admin_order.c),
+ * always under daemon->state_lock, which the admin thread takes to read. Each path records its fact (a probe result fed to
  * rise/fall, an operator's action, a reload's new server set) and asks for
  * a decision over the whole pool: lb_decide() hands every server's inputs
  * to bal_rotation_decide() (balancer/rotation.c), the one place that
@@ -464,8 +464,8 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
  * changes of a tick, so that a lone change takes effect before its
  * answer; past those, the tick does it, for every server whose heartbeat
  * changed meanwhile. A fleet whose agents all come back at once (10,000
- * servers, each a decision over 10,000) would otherwise cost the admin
- * thread seconds under state_lock. cause NULL: the tick. */
+ * servers, each a decision over 10,000) would otherwise cost main
+ * seconds under state_lock. cause NULL: the tick. */
 static void
 lb_beat_decide(struct lb_daemon *d, struct lb_pool *pool, const struct lb_server *cause,
                uint64_t now)

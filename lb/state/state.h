@@ -1,9 +1,9 @@
 /*
  * state.h - server state and generations: building a generation (gen.c),
  * where health verdicts, operator actions and reloads turn into rotation
- * changes (server.c), and the state file (state.c). Main thread, and the
- * admin thread for operator actions, under daemon->state_lock unless a
- * comment says otherwise.
+ * changes (server.c), and the state file (state.c). Main thread, under
+ * daemon->state_lock unless a comment says otherwise (the admin thread
+ * takes it to read, never writes).
  */
 #ifndef LB_STATE_H
 #define LB_STATE_H
