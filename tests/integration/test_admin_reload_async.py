@@ -17,11 +17,14 @@ from harness import IO_TIMEOUT, LbTestCase, free_port, wait_for
 from test_reload_traffic import config_text, start_lb, write_atomic
 
 PROBE_MS = 2000
-# The contract: answered within 50 ms while a reload waits. Measured here
-# (2 shared cores): at most 6 ms optimised, 9 ms under ASan and 25 ms under
-# TSan (see the commit); a reload's 2 s wait breaks it in every build.
+# The contract: answered within 50 ms while a reload waits, where the
+# regression waited for the whole reload (2 s). On 2 shared cores the
+# client itself is sometimes descheduled (a 114 ms /stats was seen once in
+# the optimised build with two tests running at once, every other answer
+# under 18 ms): at most 2% of the answers may pass 50 ms, none 500 ms.
 ANSWER_BOUND = 0.05
-
+OUTLIER_SHARE = 0.02
+OUTLIER_BOUND = 0.5
 
 class ReloadAsyncTest(LbTestCase):
     def text(self, servers):
@@ -88,10 +91,14 @@ class ReloadAsyncTest(LbTestCase):
                  for kind in ("heartbeat", "ready", "stats")}
         for kind, ts in times.items():
             self.assertGreater(len(ts), 0, f"{kind}: none asked during the reload")
-            print(f"{kind}: {len(ts)} answers during the reload, max {max(ts) * 1000:.1f} ms, "
+            print(f"\n{kind}: {len(ts)} answers during the reload, max {max(ts) * 1000:.1f} ms, "
                   f"median {sorted(ts)[len(ts) // 2] * 1000:.1f} ms")
-            self.assertLess(max(ts), ANSWER_BOUND,
+            self.assertLess(max(ts), OUTLIER_BOUND,
                             f"{kind} waited behind the reload: {max(ts) * 1000:.0f} ms")
+            late = [t for t in ts if t >= ANSWER_BOUND]
+            self.assertLessEqual(len(late), len(ts) * OUTLIER_SHARE,
+                                 f"{kind}: {len(late)} of {len(ts)} answers over "
+                                 f"{ANSWER_BOUND * 1000:.0f} ms")
         # the two asked meanwhile: one reload after it, both answered by it
         self.assertEqual([(r.status, r.json()) for _, r in later],
                          [(200, {"reloaded": True, "generation": 3})] * 2, [str(r) for _, r in later])
