@@ -266,7 +266,7 @@ lb_order_weight(struct lb_daemon *d, const struct lb_admin_order *o)
     pthread_mutex_lock(&d->state_lock);
     srv = lb_admin_find_server(d, o->pool, o->server, &pool_found);
     if (srv != NULL) {
-        (void)lb_members_weight_set(d, o->pool, o->server, o->weight);
+        lb_members_weight_set(d, o->pool, o->server, o->weight);
         lb_server_set_weight(d, srv, o->weight);
     }
     pthread_mutex_unlock(&d->state_lock);

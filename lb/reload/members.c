@@ -214,25 +214,22 @@ lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name)
     return false;
 }
 
-uint32_t
+void
 lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name, uint32_t weight)
 {
     struct lb_members *m = lb_members_get(d, pool);
     struct lb_member w = { .weight = weight };
-    uint32_t before = UINT32_MAX;
 
     if (m == NULL)
-        return before;
+        return;
     for (size_t i = 0; i < m->nweights; i++) {
         if (strcmp(m->weights[i].name, name) == 0) {
-            before = m->weights[i].weight;
             m->weights[i].weight = weight;
-            return before;
+            return;
         }
     }
     snprintf(w.name, sizeof(w.name), "%s", name);
     (void)lb_members_push(&m->weights, &m->nweights, &w);
-    return before;
 }
 
 /* ---------------------------------------------------------- discovery */

@@ -82,10 +82,10 @@ const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *po
 int lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
                        const char **conflict);
 bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
-/* A weight for a server of any source, kept until it leaves the pool;
- * returns the weight it had from the API before (UINT32_MAX: none). */
-uint32_t lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
-                               uint32_t weight);
+/* A weight for a server of any source, kept until it leaves the pool
+ * (out of memory, the next generation keeps the one it had). */
+void lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
+                           uint32_t weight);
 /* A hand-over (takeover.c): every pool's API and discovered members and
  * API weights as lines ("member api|dns POOL NAME ADDR WEIGHT MAXCONN",
  * "weight POOL NAME WEIGHT"), malloc'd, NULL when out of memory; and one
