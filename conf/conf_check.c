@@ -330,15 +330,15 @@ conf_check_pools(struct conf_parse *p)
         conf_check_servers(p, pool);
         conf_check_discover(p, pool, l);
 
-        /* A probe that may outlast its interval would overlap the next. */
+        /* A probe that may outlast its interval would overlap the next.
+         * Only a check_timeout of the file can: unset, it follows a shorter
+         * interval (conf_merge_pool). */
         if (!l->bad[ktimeout] && !l->bad[kinterval] &&
             pool->check_timeout_ms > pool->check_interval_ms) {
             char t[32], iv[32];
-            int line = l->key[ktimeout] ? l->key[ktimeout]
-                     : l->key[kinterval] ? l->key[kinterval] : pool->line;
             conf_format_duration(pool->check_timeout_ms, t, sizeof(t));
             conf_format_duration(pool->check_interval_ms, iv, sizeof(iv));
-            conf_error(p, line, "pool %s: check_timeout %s is longer than "
+            conf_error(p, l->key[ktimeout], "pool %s: check_timeout %s is longer than "
                        "check_interval %s", pool->name, t, iv);
         }
         /* Only an HTTP exchange has an end after which the connection can
