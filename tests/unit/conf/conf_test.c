@@ -688,6 +688,18 @@ test_references(void)
     EXPECT_ERRORS(FRONTEND POOL "[frontend web]\nlisten = 127.0.0.1:8081\n"
                   "pool = web\n",
                   "@:6: frontend \"web\" is already defined at line 1\n");
+    /* pools and frontends as servers: each duplicate once, against the
+     * first, whatever the order of the names in between */
+    EXPECT_ERRORS(FRONTEND POOL "[pool b]\nserver = b 127.0.0.1:2\n"
+                  "[pool web]\nserver = c 127.0.0.1:3\n"
+                  "[pool a]\nserver = d 127.0.0.1:4\n"
+                  "[pool web]\nserver = e 127.0.0.1:5\n",
+                  "@:8: pool \"web\" is already defined at line 4\n"
+                  "@:12: pool \"web\" is already defined at line 4\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend web]\nlisten = 127.0.0.1:8081\npool = web\n"
+                  "[frontend web]\nlisten = 127.0.0.1:8082\npool = web\n",
+                  "@:6: frontend \"web\" is already defined at line 1\n"
+                  "@:9: frontend \"web\" is already defined at line 1\n");
     EXPECT_ERRORS(FRONTEND POOL "[frontend api]\nlisten = 127.0.0.1:8080\n"
                   "pool = web\n",
                   "@:7: frontend api: listen 127.0.0.1:8080 is already used "
