@@ -1,7 +1,8 @@
 /*
- * discover.c - the rounds of one discovery: the queries of a round, over
- * one connected UDP socket (TCP for a truncated answer), and the server
- * set they add up to.
+ * dsc_dns.c - the DNS sources of discovery (discover/discover.h): SRV
+ * records, or the A/AAAA records of one name and a fixed port. The rounds
+ * of one discovery: the queries of a round, over one connected UDP socket
+ * (TCP for a truncated answer), and the server set they add up to.
  *
  * A round asks the name (SRV, or A and AAAA), then the addresses of the SRV
  * targets the additional section did not give, and ends in one callback.
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,7 +30,7 @@
 #include <event2/event.h>
 
 #include "core.h"
-#include "discover.h"
+#include "dsc_dns.h"
 
 #define DSC_INFLIGHT 64
 #define DSC_RESEND_MS 1000
@@ -41,7 +43,7 @@
 #define DSC_ERROR_MAX (DSC_NAME_MAX + DSC_PARSE_ERROR_MAX + 32)  /* "AAAA NAME over TCP: why" */
 
 struct dsc_tcp {
-    struct dsc *d;
+    struct dsc_dns *d;
     size_t qi;                          /* its query: d->queries[qi] */
     int fd;
     struct event *ev;
@@ -61,9 +63,12 @@ struct dsc_query {
     struct dsc_msg msg;                 /* when done without error */
 };
 
-struct dsc {
+/* One discovery's DNS state: made by dsc_dns_new, freed by dsc_dns_free
+ * (through dsc_new and dsc_free); the thread of its base only. */
+struct dsc_dns {
     struct event_base *base;
-    struct dsc_spec spec;
+    const struct dsc_spec *spec;        /* the struct dsc's: it outlives us */
+    bool is_srv;                        /* dsc_dns_srv, else dsc_dns_a */
     dsc_result_pt fn;
     void *arg;
     struct event *interval_ev;
@@ -83,14 +88,15 @@ struct dsc {
     char error[DSC_ERROR_MAX];          /* the round's first failure */
 };
 
-static void dsc_round_start(struct dsc *d);
-static void dsc_round_end(struct dsc *d);
-static void dsc_query_done(struct dsc *d, struct dsc_query *q, const char *error);
+static void dsc_dns_free(void *state);
+static void dsc_round_start(struct dsc_dns *d);
+static void dsc_round_end(struct dsc_dns *d);
+static void dsc_query_done(struct dsc_dns *d, struct dsc_query *q, const char *error);
 
 /* ---------------------------------------------------------------- queries */
 
 static int
-dsc_query_add(struct dsc *d, const char *name, uint16_t type, bool is_target)
+dsc_query_add(struct dsc_dns *d, const char *name, uint16_t type, bool is_target)
 {
     struct dsc_query *q;
 
@@ -118,7 +124,7 @@ dsc_query_add(struct dsc *d, const char *name, uint16_t type, bool is_target)
 }
 
 static uint16_t
-dsc_query_id(const struct dsc *d, const struct dsc_query *q)
+dsc_query_id(const struct dsc_dns *d, const struct dsc_query *q)
 {
     return (uint16_t)(d->id_base + (size_t)(q - d->queries));
 }
@@ -130,13 +136,13 @@ dsc_type_name(uint16_t type)
 }
 
 static int
-dsc_query_build(const struct dsc *d, const struct dsc_query *q, uint8_t *buf, size_t cap)
+dsc_query_build(const struct dsc_dns *d, const struct dsc_query *q, uint8_t *buf, size_t cap)
 {
     return dsc_msg_query(buf, cap, dsc_query_id(d, q), q->name, q->type);
 }
 
 static void
-dsc_query_send(struct dsc *d, struct dsc_query *q)
+dsc_query_send(struct dsc_dns *d, struct dsc_query *q)
 {
     uint8_t buf[DSC_QUERY_LEN_MAX];
     int n = dsc_query_build(d, q, buf, sizeof(buf));
@@ -154,7 +160,7 @@ dsc_query_send(struct dsc *d, struct dsc_query *q)
 }
 
 static void
-dsc_send_more(struct dsc *d)
+dsc_send_more(struct dsc_dns *d)
 {
     while (d->is_running && d->next_send < d->nqueries && d->ninflight < DSC_INFLIGHT)
         dsc_query_send(d, &d->queries[d->next_send++]);
@@ -182,7 +188,7 @@ static void
 dsc_tcp_on_io(evutil_socket_t fd, short what, void *arg)
 {
     struct dsc_tcp *t = arg;
-    struct dsc *d = t->d;
+    struct dsc_dns *d = t->d;
     struct dsc_query *q = &d->queries[t->qi];
     char err[DSC_ERROR_MAX];
     ssize_t n;
@@ -244,7 +250,7 @@ dsc_tcp_on_io(evutil_socket_t fd, short what, void *arg)
 
 /* The answer came truncated: the same query over TCP (RFC 7766). */
 static void
-dsc_tcp_start(struct dsc *d, struct dsc_query *q)
+dsc_tcp_start(struct dsc_dns *d, struct dsc_query *q)
 {
     struct dsc_tcp *t = calloc(1, sizeof(*t));
     int n;
@@ -262,9 +268,9 @@ dsc_tcp_start(struct dsc *d, struct dsc_query *q)
     t->out[0] = (uint8_t)(n >> 8);
     t->out[1] = (uint8_t)n;
     t->out_len = 2 + (size_t)n;
-    t->fd = socket(d->spec.resolver.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    t->fd = socket(d->spec->endpoint.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (t->fd < 0 ||
-        (connect(t->fd, (struct sockaddr *)&d->spec.resolver, d->spec.resolver_len) != 0 &&
+        (connect(t->fd, (struct sockaddr *)&d->spec->endpoint, d->spec->endpoint_len) != 0 &&
          errno != EINPROGRESS) ||
         (t->ev = event_new(d->base, t->fd, EV_READ | EV_WRITE | EV_PERSIST, dsc_tcp_on_io, t)) ==
             NULL ||
@@ -282,7 +288,7 @@ dsc_tcp_start(struct dsc *d, struct dsc_query *q)
 static void
 dsc_on_udp(evutil_socket_t fd, short what, void *arg)
 {
-    struct dsc *d = arg;
+    struct dsc_dns *d = arg;
     uint8_t buf[DSC_UDP_MAX];
 
     while (d->is_running) {
@@ -343,7 +349,7 @@ dsc_has_address(const struct dsc_msg *m, const char *owner)
 
 /* The SRV answer is in: ask the addresses of the targets it did not give. */
 static void
-dsc_srv_targets(struct dsc *d)
+dsc_srv_targets(struct dsc_dns *d)
 {
     /* a copy: adding queries moves d->queries, not the records */
     const struct dsc_msg m = d->queries[0].msg;
@@ -367,7 +373,7 @@ dsc_srv_targets(struct dsc *d)
 /* A query's end; may end the round. q is not valid afterwards (more
  * queries may have moved the array). */
 static void
-dsc_query_done(struct dsc *d, struct dsc_query *q, const char *error)
+dsc_query_done(struct dsc_dns *d, struct dsc_query *q, const char *error)
 {
     int rcode = q->msg.rcode;
     bool is_first = q == d->queries;
@@ -382,7 +388,7 @@ dsc_query_done(struct dsc *d, struct dsc_query *q, const char *error)
     if (error == NULL && rcode != 0 && !(rcode == 3 && q->is_target) && d->error[0] == '\0')
         snprintf(d->error, sizeof(d->error), "%s %s: %s", dsc_type_name(q->type), q->name,
                  dsc_rcode_name(rcode));
-    if (d->error[0] == '\0' && is_first && d->spec.kind == DSC_KIND_SRV)
+    if (d->error[0] == '\0' && is_first && d->is_srv)
         dsc_srv_targets(d);
     if (d->error[0] != '\0' || d->ndone == d->nqueries) {
         dsc_round_end(d);
@@ -394,7 +400,7 @@ dsc_query_done(struct dsc *d, struct dsc_query *q, const char *error)
 static void
 dsc_on_tick(evutil_socket_t fd, short what, void *arg)
 {
-    struct dsc *d = arg;
+    struct dsc_dns *d = arg;
     uint64_t now = lb_mono_ms();
 
     if (now >= d->deadline_ms) {
@@ -448,7 +454,7 @@ dsc_is_address_of(const struct dsc_query *q, const struct dsc_rr *rr, const char
 /* Appends one server per address of target, skipping an address already
  * in the set. is_named: the servers are named after target. */
 static int
-dsc_add_target(struct dsc *d, struct dsc_server **set, size_t *n, size_t *cap,
+dsc_add_target(struct dsc_dns *d, struct dsc_server **set, size_t *n, size_t *cap,
                const char *target, uint16_t port, uint32_t weight, bool is_named)
 {
     size_t naddr = 0;
@@ -494,7 +500,7 @@ dsc_add_target(struct dsc *d, struct dsc_server **set, size_t *n, size_t *cap,
 }
 
 static void
-dsc_round_report(struct dsc *d)
+dsc_round_report(struct dsc_dns *d)
 {
     struct dsc_server *set = NULL;
     size_t n = 0, cap = 0;
@@ -505,8 +511,8 @@ dsc_round_report(struct dsc *d)
         d->fn(d->arg, NULL, 0, d->error);
         return;
     }
-    if (d->spec.kind == DSC_KIND_A) {
-        rc = dsc_add_target(d, &set, &n, &cap, d->spec.name, d->spec.port, 1, false);
+    if (!d->is_srv) {
+        rc = dsc_add_target(d, &set, &n, &cap, d->spec->name, d->spec->port, 1, false);
     } else {
         uint32_t lowest = UINT32_MAX;
 
@@ -535,7 +541,7 @@ dsc_round_report(struct dsc *d)
 }
 
 static void
-dsc_round_clear(struct dsc *d)
+dsc_round_clear(struct dsc_dns *d)
 {
     for (size_t i = 0; i < d->nqueries; i++) {
         dsc_tcp_free(&d->queries[i]);
@@ -554,7 +560,7 @@ dsc_round_clear(struct dsc *d)
 }
 
 static void
-dsc_round_end(struct dsc *d)
+dsc_round_end(struct dsc_dns *d)
 {
     if (!d->is_running)
         return;
@@ -563,18 +569,18 @@ dsc_round_end(struct dsc *d)
 }
 
 static void
-dsc_round_start(struct dsc *d)
+dsc_round_start(struct dsc_dns *d)
 {
     struct timeval tick = lb_tv_ms(DSC_TICK_MS);
 
     d->error[0] = '\0';
     d->is_running = true;
-    d->budget_ms = d->spec.interval_ms < DSC_ROUND_MAX_MS ? d->spec.interval_ms : DSC_ROUND_MAX_MS;
+    d->budget_ms = d->spec->interval_ms < DSC_ROUND_MAX_MS ? d->spec->interval_ms : DSC_ROUND_MAX_MS;
     d->deadline_ms = lb_mono_ms() + d->budget_ms;
     d->id_base = (uint16_t)(lb_mono_ms() * 2654435761u ^ (uintptr_t)d);
-    d->udp_fd = socket(d->spec.resolver.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    d->udp_fd = socket(d->spec->endpoint.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (d->udp_fd < 0 ||
-        connect(d->udp_fd, (struct sockaddr *)&d->spec.resolver, d->spec.resolver_len) != 0 ||
+        connect(d->udp_fd, (struct sockaddr *)&d->spec->endpoint, d->spec->endpoint_len) != 0 ||
         (d->udp_ev = event_new(d->base, d->udp_fd, EV_READ | EV_PERSIST, dsc_on_udp, d)) ==
             NULL ||
         event_add(d->udp_ev, NULL) != 0 || event_add(d->tick_ev, &tick) != 0) {
@@ -582,10 +588,10 @@ dsc_round_start(struct dsc *d)
         dsc_round_end(d);
         return;
     }
-    if (dsc_query_add(d, d->spec.name, d->spec.kind == DSC_KIND_SRV ? DSC_TYPE_SRV : DSC_TYPE_A,
+    if (dsc_query_add(d, d->spec->name, d->is_srv ? DSC_TYPE_SRV : DSC_TYPE_A,
                       false) != 0 ||
-        (d->spec.kind == DSC_KIND_A &&
-         dsc_query_add(d, d->spec.name, DSC_TYPE_AAAA, true) != 0)) {
+        (!d->is_srv &&
+         dsc_query_add(d, d->spec->name, DSC_TYPE_AAAA, true) != 0)) {
         dsc_round_end(d);
         return;
     }
@@ -595,7 +601,7 @@ dsc_round_start(struct dsc *d)
 static void
 dsc_on_interval(evutil_socket_t fd, short what, void *arg)
 {
-    struct dsc *d = arg;
+    struct dsc_dns *d = arg;
 
     if (!d->is_running)
         dsc_round_start(d);             /* one round at a time */
@@ -603,39 +609,57 @@ dsc_on_interval(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- life */
 
-struct dsc *
-dsc_new(struct event_base *base, const struct dsc_spec *spec, dsc_result_pt fn, void *arg)
+/* The source's new: spec is the struct dsc's own copy, which lives as long
+ * as the state, written here to the form the answers' names have (lower
+ * case, no final dot). Nothing runs until dsc_dns_start. */
+static void *
+dsc_dns_new(struct event_base *base, struct dsc_spec *spec, dsc_result_pt fn, void *arg)
 {
-    struct dsc *d = calloc(1, sizeof(*d));
-    struct timeval now = { 0, 0 }, every = lb_tv_ms(spec->interval_ms);
+    struct dsc_dns *d = calloc(1, sizeof(*d));
+    size_t n;
 
     if (d == NULL)
         return NULL;
-    d->base = base;
-    d->spec = *spec;
-    /* as the answers' names: lower case, no final dot */
-    for (char *c = d->spec.name; *c != '\0'; c++)
+    for (char *c = spec->name; *c != '\0'; c++)
         *c = (char)tolower((unsigned char)*c);
-    if (d->spec.name[0] != '\0' && d->spec.name[strlen(d->spec.name) - 1] == '.')
-        d->spec.name[strlen(d->spec.name) - 1] = '\0';
+    n = strlen(spec->name);
+    if (n > 0 && spec->name[n - 1] == '.')
+        spec->name[n - 1] = '\0';
+    d->base = base;
+    d->spec = spec;
+    d->is_srv = spec->source == &dsc_dns_srv;
     d->fn = fn;
     d->arg = arg;
     d->udp_fd = -1;
     d->interval_ev = event_new(base, -1, EV_PERSIST, dsc_on_interval, d);
     d->tick_ev = event_new(base, -1, EV_PERSIST, dsc_on_tick, d);
-    if (d->interval_ev == NULL || d->tick_ev == NULL || event_add(d->interval_ev, &every) != 0) {
-        dsc_free(d);
+    if (d->interval_ev == NULL || d->tick_ev == NULL) {
+        dsc_dns_free(d);
         return NULL;
     }
-    /* the first round at once, from the loop (the caller may not be ready
-     * for a callback inside dsc_new) */
-    event_base_once(base, -1, EV_TIMEOUT, dsc_on_interval, d, &now);
     return d;
 }
 
-void
-dsc_free(struct dsc *d)
+/* The first round at once, from the loop (the caller may hold a lock its
+ * callback takes), then one every interval. An activation, not a timer
+ * of 0 ms: it goes with interval_ev when the discovery is freed first. */
+static int
+dsc_dns_start(void *state)
 {
+    struct dsc_dns *d = state;
+    struct timeval every = lb_tv_ms(d->spec->interval_ms);
+
+    if (event_add(d->interval_ev, &every) != 0)
+        return -1;
+    event_active(d->interval_ev, 0, 0);
+    return 0;
+}
+
+static void
+dsc_dns_free(void *state)
+{
+    struct dsc_dns *d = state;
+
     if (d == NULL)
         return;
     dsc_round_clear(d);
@@ -647,11 +671,44 @@ dsc_free(struct dsc *d)
     free(d);
 }
 
-const struct dsc_spec *
-dsc_spec_of(const struct dsc *d)
+/* One name in two spellings: DNS names are case-insensitive, and a final
+ * dot (the root) changes nothing. */
+static bool
+dsc_dns_name_equal(const char *a, const char *b)
 {
-    return &d->spec;
+    size_t na = strlen(a), nb = strlen(b);
+
+    na -= na > 0 && a[na - 1] == '.';
+    nb -= nb > 0 && b[nb - 1] == '.';
+    return na == nb && strncasecmp(a, b, na) == 0;
 }
+
+/* A reload keeps a running discovery whose spec this calls equal: same
+ * name, port, interval and DNS server (the source is compared by
+ * dsc_spec_equal). */
+static bool
+dsc_dns_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b)
+{
+    return dsc_dns_name_equal(a->name, b->name) && a->port == b->port &&
+           a->interval_ms == b->interval_ms && a->endpoint_len == b->endpoint_len &&
+           memcmp(&a->endpoint, &b->endpoint, a->endpoint_len) == 0;
+}
+
+const struct dsc_source dsc_dns_srv = {
+    .name = "dns-srv",
+    .new = dsc_dns_new,
+    .free = dsc_dns_free,
+    .spec_equal = dsc_dns_spec_equal,
+    .start = dsc_dns_start,
+};
+
+const struct dsc_source dsc_dns_a = {
+    .name = "dns-a",
+    .new = dsc_dns_new,
+    .free = dsc_dns_free,
+    .spec_equal = dsc_dns_spec_equal,
+    .start = dsc_dns_start,
+};
 
 int
 dsc_resolver_from_file(const char *path, struct sockaddr_storage *ss, socklen_t *len, char *err,

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discover.h"
+#include "dsc_dns.h"
 
 #define DSC_HEADER_LEN 12
 #define DSC_CLASS_IN 1
