@@ -153,6 +153,21 @@ void lb_queue_release_slot(struct lb_pool *p, size_t i);
  * rotation). Any thread. */
 void lb_queue_kick(struct lb_queue *q);
 
+/* ------------------------------------------------------------- retry.c */
+
+/* Picks the server for attempt ntried + 1 of a connecting session, whose
+ * ntried attempts so far went to tried[], nagain of them to a server it had
+ * tried before, and takes one of its slots (bal_pick_attempt: the servers
+ * in rotation it has not tried first, then again the one tried longest
+ * ago). Before such a repeat the session waits: LB_PICK_PAUSED, no slot
+ * held, *pause_ms = bal_retry_pause_ms(c, nagain + 1); once it waited it
+ * asks again with is_paused, and connects. BAL_PICK_NONE and BAL_PICK_FULL
+ * as bal_pick_attempt. Worker thread (c is the worker's). */
+#define LB_PICK_PAUSED (-100)
+int lb_retry_pick(struct lb_pool *p, struct bal_cursor *c, uint64_t client_hash,
+                  const uint32_t *tried, uint32_t ntried, uint32_t nagain, bool is_paused,
+                  bool *is_again, uint32_t *pause_ms);
+
 /* ------------------------------------------------------------ session.c */
 
 #define LB_BUF_SIZE (64 * 1024)

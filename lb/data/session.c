@@ -140,9 +140,6 @@ static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_E
 #define LB_AGAIN_UP 1
 #define LB_AGAIN_DOWN 2
 
-/* lb_session_pick: the session waits before its next attempt. */
-#define LB_PICK_PAUSED (-100)
-
 static void lb_session_connect(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(struct lb_session *s, uint32_t events);
@@ -325,7 +322,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
 }
 
 /* Picks a server with the worker's cursor of the session's pool and takes
- * one of its slots (bal_pick_attempt). A session that began before a reload
+ * one of its slots (lb_retry_pick). A session that began before a reload
  * retries in its own (old) pool, whose cursor the worker no longer keeps: a
  * fresh one serves for that pick. The old pool's servers share their
  * rotation flags and counts with today's (struct bal_live), so such a retry
@@ -334,6 +331,7 @@ static int
 lb_session_pick(struct lb_session *s, bool *is_again)
 {
     struct bal_cursor *c, *tmp = NULL;
+    uint32_t pause_ms;
     int idx;
 
     if (s->gen == s->w->gen) {
@@ -343,14 +341,12 @@ lb_session_pick(struct lb_session *s, bool *is_again)
         if (c == NULL)
             return BAL_PICK_NONE;
     }
-    idx = bal_pick_attempt(s->pool->bal, c, s->client_hash, s->tried, s->ntried, is_again);
-    if (idx >= 0 && *is_again && !s->is_paused) {
-        /* A server this client already tried: wait a little first, without
-         * holding its slot, so the retries of a burst spread out. */
-        lb_queue_release_slot(s->pool, (size_t)idx);
+    idx = lb_retry_pick(s->pool, c, s->client_hash, s->tried, s->ntried, s->nagain,
+                        s->is_paused, is_again, &pause_ms);
+    if (idx == LB_PICK_PAUSED) {
         s->is_paused = true;
-        idx = lb_session_arm(s, bal_retry_pause_ms(c, s->nagain + 1)) == 0 ? LB_PICK_PAUSED
-                                                                            : BAL_PICK_NONE;
+        if (lb_session_arm(s, pause_ms) != 0)
+            idx = BAL_PICK_NONE;
     }
     bal_cursor_free(tmp);
     return idx;
