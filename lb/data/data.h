@@ -39,6 +39,8 @@ struct lb_limit {
 enum lb_worker_msg_kind {
     LB_WORKER_SWITCH = 0,               /* move to gen (main: reload) */
     LB_WORKER_STOP,                     /* close listeners, finish sessions */
+    LB_WORKER_STOP_HANDED_OVER,         /* the same after a hand-over: the
+                                           new process has the sockets */
     LB_WORKER_FORCE,                    /* close every session now */
     LB_WORKER_DRAIN,                    /* a server started draining: scan */
     LB_WORKER_WAKE,                     /* the connection cap paused or
@@ -68,6 +70,9 @@ struct lb_worker {
     struct lb_gen *switch_pending;      /* ... and its generation */
     struct lb_listener *listeners;      /* one per frontend of gen */
     size_t nlisteners;
+    struct lb_listener *retiring;       /* closing: accepting what is
+                                           queued (worker.c) */
+    struct event *retire_ev;            /* the next retiring grace ends */
     struct bal_cursor **cursors;        /* one per pool of gen */
     struct lb_session *sessions;        /* doubly linked, for shutdown */
     size_t nsessions;
@@ -83,6 +88,8 @@ struct lb_worker {
     struct lb_session *dead;            /* ended during the dispatch */
     bool is_dispatching;
     bool is_stopping;
+    bool is_handed_over;                /* stopping after a hand-over */
+    bool is_forced;                     /* past shutdown_timeout */
     bool is_accept_paused_emfile;
     uint64_t turn_since_us;             /* this turn on the CPU began, when
                                            workers outnumber the CPUs */
@@ -170,10 +177,11 @@ struct lb_buf {
     char data[LB_BUF_SIZE];
 };
 
-/* Starts a session for an accepted client fd (non-blocking) of frontend fe:
- * picks a server and connects. Takes ownership of fd; on failure closes it
- * and releases the connection slot. Worker thread. */
-void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+/* Starts a session for an accepted client fd (non-blocking) of frontend fe
+ * of generation gen (the worker's, or an older one a retiring listener
+ * still serves): picks a server and connects. Takes ownership of fd; on
+ * failure closes it and releases the connection slot. Worker thread. */
+void lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client);
 
 /* The worker's io_ev callback: runs the events of the sessions' sockets.

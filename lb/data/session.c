@@ -184,7 +184,7 @@ lb_session_client_hash(const struct sockaddr *sa)
 }
 
 void
-lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                  const struct sockaddr *client)
 {
     struct lb_pool *pool = fe->pool;
@@ -199,7 +199,7 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
         return;
     }
     s->w = w;
-    s->gen = w->gen;
+    s->gen = gen;
     lb_gen_ref(s->gen);
     s->fe = fe;
     s->pool = pool;
