@@ -86,6 +86,9 @@ struct lb_worker {
     struct lb_session *again;           /* sessions with reads left (budget) */
     bool is_io_more;                    /* io_fd had more than one batch */
     struct lb_session *dead;            /* ended during the dispatch */
+    struct lb_pace *paces;              /* connect pacing, by backend id */
+    size_t npaces;
+    struct event *pace_ev;              /* a paced connect may go */
     bool is_dispatching;
     bool is_stopping;
     bool is_handed_over;                /* stopping after a hand-over */
@@ -190,6 +193,10 @@ void lb_session_dispatch(int fd, short what, void *arg);
 /* The worker's again_ev callback: reads on where a read budget ran out,
  * and takes the batch after a full one. */
 void lb_session_on_again(int fd, short what, void *arg);
+
+/* The worker's pace_ev callback: starts the connects waiting for their
+ * turn that fit now (session.c, "pacing"). Worker thread. */
+void lb_session_on_pace(int fd, short what, void *arg);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on
  * the way closes when it arrives. Worker thread. */

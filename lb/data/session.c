@@ -116,11 +116,16 @@ struct lb_session {
     bool is_paused;                 /* waiting out bal_retry_pause_ms */
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
-    uint64_t attempt_us;            /* when this attempt's connect began */
+    uint64_t attempt_us;            /* when this socket's connect began */
+    uint64_t connect_due_ms;        /* this attempt's connect_timeout, from
+                                       its first dial (0: not dialed yet) */
     uint64_t due_ms;                /* when the armed timer is due */
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
                                        way: closes when it arrives */
+    struct lb_session *pace_next;   /* waiting for its turn to connect */
+    bool is_pace_waiting;           /* ... on its server's pace list */
+    bool is_pace_counted;           /* its connect counts in the window */
     struct lb_session *again_next;  /* the worker's again list */
     uint8_t again;                  /* halves to read on: LB_AGAIN_* */
     bool is_done;                   /* finished; freed after the dispatch */
@@ -142,6 +147,9 @@ static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_E
 #define LB_PICK_PAUSED (-100)
 
 static void lb_session_connect(struct lb_session *s);
+static bool lb_session_dial(struct lb_session *s);
+static void lb_pace_done(struct lb_session *s);
+static void lb_pace_answered(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(struct lb_session *s, uint32_t events);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -274,6 +282,7 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     lb_session_observe_failure(s, srv);
     event_del(&s->timer);
+    lb_pace_done(s);
     close(s->sfd);                      /* before the slot goes back; leaves io_fd */
     s->sfd = -1;
     lb_queue_release_slot(s->pool, srv->index);
@@ -297,6 +306,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
 {
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
+    lb_pace_answered(s);
     atomic_fetch_add_explicit(&s->server->b->total_connections, 1, memory_order_relaxed);
     lb_ahist_observe(&s->pool->shared->connect_time, lb_mono_us() - s->attempt_us);
     /* Read before writing: no cache-line ping-pong between workers in the
@@ -354,6 +364,206 @@ lb_session_pick(struct lb_session *s, bool *is_again)
     return idx;
 }
 
+/* ---------------------------------------------------------------- pacing
+ *
+ * A worker has at most lb_pace_window() connects in flight (connect(2)
+ * issued, no answer yet) to one server; the next ones wait on the server's
+ * pace list, oldest first, each holding its server slot, and go as those
+ * in flight are answered or fail. Without it, a burst of clients becomes a
+ * burst of thousands of SYNs: a server that accepts at its own pace with a
+ * backlog of 128 drops those its accept queue has no room for, the kernel
+ * sends them all again 1 s later in one wave, and a wave larger than the
+ * server's SYN queue turns it to SYN cookies, whose handshakes complete on
+ * lb's side (counted as open, relaying) while the server, its accept queue
+ * full, drops the ACK and keeps no trace of them: the client's first bytes
+ * then wait for lb's retransmissions to find room, seconds later (README,
+ * "Connect pacing"). */
+
+/* The window, per worker, opens like TCP's slow start: LB_PACE_START
+ * connects, one more for each answered, up to a share of LB_PACE_MAX (summed
+ * over the workers: half the common backlog of 128, so that lb alone never
+ * fills a server's SYN queue). A connect with no answer after 4 times the
+ * server's smoothed connect time (at least LB_PACE_STALL_MIN_MS) lost its
+ * SYN to a full accept queue: the window halves, and the session dials
+ * again when its turn comes, first in line, instead of waiting for the
+ * kernel's retransmission 1 s later (which would come back in one wave).
+ * The attempt's connect_timeout runs from its first dial. */
+#define LB_PACE_START 4
+#define LB_PACE_MAX 64
+#define LB_PACE_STALL_MIN_MS 10
+#define LB_PACE_STALL_NEW_MS 200      /* no connect answered yet */
+
+struct lb_pace {
+    uint32_t in_flight;
+    uint32_t window;                /* 0: LB_PACE_START */
+    uint32_t srtt_us;               /* smoothed connect time; 0: none yet */
+    struct lb_session *head, *tail; /* waiting, oldest first */
+};
+
+static uint32_t
+lb_pace_max(const struct lb_worker *w)
+{
+    size_t n = w->daemon->nworkers;
+    uint32_t per = (uint32_t)(LB_PACE_MAX / (n ? n : 1));
+
+    return per > LB_PACE_START ? per : LB_PACE_START;
+}
+
+static uint32_t
+lb_pace_window(const struct lb_pace *p)
+{
+    return p->window != 0 ? p->window : LB_PACE_START;
+}
+
+/* When a connect in flight to p's server counts as stalled. */
+static uint64_t
+lb_pace_stall_ms(const struct lb_pace *p)
+{
+    uint64_t ms = p->srtt_us == 0 ? LB_PACE_STALL_NEW_MS : (4 * (uint64_t)p->srtt_us + 999) / 1000;
+
+    return ms > LB_PACE_STALL_MIN_MS ? ms : LB_PACE_STALL_MIN_MS;
+}
+
+/* The worker's pace state of backend id, grown on demand (ids are small
+ * and stable, data.h). NULL when out of memory: the connect is not paced. */
+static struct lb_pace *
+lb_pace_of(struct lb_worker *w, uint32_t id)
+{
+    if (id >= w->npaces) {
+        size_t n = w->npaces ? w->npaces : 16;
+
+        while (n <= id)
+            n *= 2;
+        struct lb_pace *p = realloc(w->paces, n * sizeof(*p));
+
+        if (p == NULL)
+            return NULL;
+        memset(p + w->npaces, 0, (n - w->npaces) * sizeof(*p));
+        w->paces = p;
+        w->npaces = n;
+    }
+    return &w->paces[id];
+}
+
+void
+lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    for (size_t id = 0; id < w->npaces; id++) {
+        while (w->paces[id].head != NULL &&
+               w->paces[id].in_flight < lb_pace_window(&w->paces[id])) {
+            struct lb_pace *p = &w->paces[id];
+            struct lb_session *s = p->head;
+
+            p->head = s->pace_next;
+            if (p->head == NULL)
+                p->tail = NULL;
+            s->pace_next = NULL;
+            s->is_pace_waiting = false;
+            /* a dial that fails at once tries the other servers, which may
+             * grow w->paces: p is looked up again each round */
+            if (!lb_session_dial(s))
+                lb_session_connect(s);
+        }
+    }
+}
+
+/* The session's connect is answered, failed or abandoned: its place in the
+ * window goes to the next waiting one, from the worker's loop (pace_ev),
+ * not from here: the caller may be walking the sessions. */
+static void
+lb_pace_done(struct lb_session *s)
+{
+    struct lb_worker *w = s->w;
+    struct lb_pace *p;
+
+    if (!s->is_pace_counted)
+        return;
+    s->is_pace_counted = false;
+    p = &w->paces[s->server->b->id];
+    p->in_flight--;
+    if (p->head != NULL)
+        event_active(w->pace_ev, EV_TIMEOUT, 0);    /* once, however often */
+}
+
+/* An answered connect: the window opens by one, and the connect time
+ * joins the server's average (as TCP's srtt, 1/8 a sample). */
+static void
+lb_pace_answered(struct lb_session *s)
+{
+    struct lb_pace *p = s->is_pace_counted ? &s->w->paces[s->server->b->id] : NULL;
+    uint64_t took = lb_mono_us() - s->attempt_us;
+
+    if (p != NULL) {
+        p->srtt_us = p->srtt_us == 0 ? (uint32_t)took
+                                     : (uint32_t)((7 * (uint64_t)p->srtt_us + took) / 8);
+        if (lb_pace_window(p) < lb_pace_max(s->w))
+            p->window = lb_pace_window(p) + 1;
+    }
+    lb_pace_done(s);
+}
+
+/* Puts the session on its server's pace list, first in line when it had
+ * its turn already (stalled). */
+static void
+lb_pace_wait(struct lb_session *s, struct lb_pace *p, bool at_head)
+{
+    s->is_pace_waiting = true;
+    if (at_head) {
+        s->pace_next = p->head;
+        p->head = s;
+        if (p->tail == NULL)
+            p->tail = s;
+    } else {
+        s->pace_next = NULL;
+        if (p->tail != NULL)
+            p->tail->pace_next = s;
+        else
+            p->head = s;
+        p->tail = s;
+    }
+}
+
+/* The connect in flight got no answer in lb_pace_stall_ms: its SYN was
+ * most likely dropped. The window halves and the session dials again in
+ * its turn. */
+static void
+lb_pace_stalled(struct lb_session *s)
+{
+    struct lb_pace *p = &s->w->paces[s->server->b->id];
+
+    p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
+    close(s->sfd);                      /* leaves io_fd */
+    s->sfd = -1;
+    event_del(&s->timer);
+    lb_pace_done(s);
+    lb_pace_wait(s, p, true);
+    event_active(s->w->pace_ev, EV_TIMEOUT, 0);
+}
+
+/* A session that ends while waiting leaves the list. */
+static void
+lb_pace_unlink(struct lb_session *s)
+{
+    struct lb_pace *p = &s->w->paces[s->server->b->id];
+    struct lb_session *prev = NULL;
+
+    for (struct lb_session *q = p->head; q != NULL; prev = q, q = q->pace_next) {
+        if (q != s)
+            continue;
+        if (prev != NULL)
+            prev->pace_next = s->pace_next;
+        else
+            p->head = s->pace_next;
+        if (p->tail == s)
+            p->tail = prev;
+        break;
+    }
+    s->pace_next = NULL;
+    s->is_pace_waiting = false;
+}
+
 /* Connects to server idx of the pool, whose slot the session holds.
  * Returns false after an immediate failure (the slot is given back: the
  * caller tries another server); true when the connect is under way, done,
@@ -361,14 +571,32 @@ lb_session_pick(struct lb_session *s, bool *is_again)
 static bool
 lb_session_try(struct lb_session *s, int idx)
 {
-    const struct conf_pool *pc = s->pool->conf;
     struct lb_server *srv = &s->pool->servers[idx];
-    char qbuf[128];
-    int fd;
 
     s->is_paused = false;
     s->tried[s->ntried++] = (uint32_t)idx;
     s->server = srv;
+
+    struct lb_pace *p = lb_pace_of(s->w, srv->b->id);
+
+    s->connect_due_ms = 0;
+    if (p != NULL && (p->in_flight >= lb_pace_window(p) || p->head != NULL)) {
+        /* Its turn comes from lb_session_on_pace; the slot stays held, so
+         * the server's counts and max_connections see it. */
+        lb_pace_wait(s, p, false);
+        return true;
+    }
+    return lb_session_dial(s);
+}
+
+/* The connect itself, to s->server (try above). Same returns. */
+static bool
+lb_session_dial(struct lb_session *s)
+{
+    const struct conf_pool *pc = s->pool->conf;
+    struct lb_server *srv = s->server;
+    char qbuf[128];
+    int fd;
 
     fd = socket(srv->conf->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -384,6 +612,12 @@ lb_session_try(struct lb_session *s, int idx)
     s->attempt_us = lb_mono_us();
     s->is_syn_grace = false;
     lb_session_nodelay(fd);
+    if (s->connect_due_ms == 0)
+        s->connect_due_ms = lb_mono_ms() + pc->connect_timeout_ms;
+    if (s->server->b->id < s->w->npaces) {
+        s->is_pace_counted = true;
+        s->w->paces[s->server->b->id].in_flight++;
+    }
     if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1)
             lb_session_finish(s, "epoll_ctl failed");
@@ -394,8 +628,12 @@ lb_session_try(struct lb_session *s, int idx)
     if (errno == EINPROGRESS) {
         /* The socket turns writable when the connect is done, either way;
          * the same registration then serves the relay. */
+        uint64_t now = lb_mono_ms();
+        uint64_t left = s->connect_due_ms > now ? s->connect_due_ms - now : 0;
+        uint64_t stall = s->is_pace_counted ? lb_pace_stall_ms(&s->w->paces[srv->b->id]) : left;
+
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 ||
-            lb_session_arm(s, pc->connect_timeout_ms) != 0)
+            lb_session_arm(s, stall < left ? stall : left) != 0)
             lb_session_finish(s, "epoll_ctl failed");
         return true;
     }
@@ -596,6 +834,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
 
         if (ready & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
             lb_session_on_connect(s, ready);
+            return;
+        }
+        if (now < s->connect_due_ms && s->is_pace_counted && !s->is_syn_grace) {
+            lb_pace_stalled(s);
             return;
         }
         if (lb_session_syn_grace(s))
@@ -1048,6 +1290,9 @@ lb_session_finish(struct lb_session *s, const char *reason)
     lb_ahist_observe(&s->pool->shared->session_duration, (lb_mono_ms() - s->started_ms) * 1000);
     if (s->again != 0)
         lb_session_again_unlink(s);
+    if (s->is_pace_waiting)
+        lb_pace_unlink(s);
+    lb_pace_done(s);
     /* The server's socket closes before its slot is given back, so that a
      * server with max_connections never has one more open, even for the
      * moment a grant takes. The counts drop before the client's socket

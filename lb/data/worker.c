@@ -234,9 +234,10 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->drain_ev = evtimer_new(w->base, lb_worker_on_drain_timer, w);
     w->switch_retry_ev = evtimer_new(w->base, lb_worker_on_switch_retry, w);
     w->retire_ev = evtimer_new(w->base, lb_worker_on_retire_timer, w);
+    w->pace_ev = event_new(w->base, -1, 0, lb_session_on_pace, w);
     w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
     if (w->mailbox == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
-        w->switch_retry_ev == NULL || w->retire_ev == NULL ||
+        w->switch_retry_ev == NULL || w->retire_ev == NULL || w->pace_ev == NULL ||
         w->cursors == NULL || lb_worker_listeners_build(w, g, NULL, 0) == -1) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -573,6 +574,12 @@ lb_worker_fini(struct lb_worker *w)
     if (w->retire_ev != NULL)
         event_free(w->retire_ev);
     w->retire_ev = NULL;
+    if (w->pace_ev != NULL)
+        event_free(w->pace_ev);
+    w->pace_ev = NULL;
+    free(w->paces);
+    w->paces = NULL;
+    w->npaces = 0;
     free(w->listeners);
     w->listeners = NULL;
     while (w->free_bufs != NULL) {
