@@ -117,8 +117,8 @@ struct lb_session {
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
     uint64_t attempt_us;            /* when this socket's connect began */
-    uint64_t connect_due_ms;        /* this attempt's connect_timeout, from
-                                       its first dial (0: not dialed yet) */
+    uint64_t connect_due_ms;        /* this attempt's connect_timeout,
+                                       waiting for its turn included */
     uint64_t due_ms;                /* when the armed timer is due */
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
@@ -283,7 +283,8 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
     lb_session_observe_failure(s, srv);
     event_del(&s->timer);
     lb_pace_done(s);
-    close(s->sfd);                      /* before the slot goes back; leaves io_fd */
+    if (s->sfd >= 0)
+        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
     s->sfd = -1;
     lb_queue_release_slot(s->pool, srv->index);
     s->server = NULL;
@@ -533,13 +534,16 @@ lb_pace_stalled(struct lb_session *s)
 {
     struct lb_pace *p = &s->w->paces[s->server->b->id];
 
+    uint64_t now = lb_mono_ms();
+
     p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
     close(s->sfd);                      /* leaves io_fd */
     s->sfd = -1;
-    event_del(&s->timer);
     lb_pace_done(s);
     lb_pace_wait(s, p, true);
     event_active(s->w->pace_ev, EV_TIMEOUT, 0);
+    if (lb_session_arm(s, s->connect_due_ms > now ? s->connect_due_ms - now : 0) != 0)
+        lb_session_finish(s, "event_add failed");
 }
 
 /* A session that ends while waiting leaves the list. */
@@ -579,11 +583,13 @@ lb_session_try(struct lb_session *s, int idx)
 
     struct lb_pace *p = lb_pace_of(s->w, srv->b->id);
 
-    s->connect_due_ms = 0;
+    s->connect_due_ms = lb_mono_ms() + s->pool->conf->connect_timeout_ms;
     if (p != NULL && (p->in_flight >= lb_pace_window(p) || p->head != NULL)) {
         /* Its turn comes from lb_session_on_pace; the slot stays held, so
          * the server's counts and max_connections see it. */
         lb_pace_wait(s, p, false);
+        if (lb_session_arm(s, s->pool->conf->connect_timeout_ms) != 0)
+            lb_session_finish(s, "event_add failed");
         return true;
     }
     return lb_session_dial(s);
@@ -593,7 +599,6 @@ lb_session_try(struct lb_session *s, int idx)
 static bool
 lb_session_dial(struct lb_session *s)
 {
-    const struct conf_pool *pc = s->pool->conf;
     struct lb_server *srv = s->server;
     char qbuf[128];
     int fd;
@@ -612,8 +617,6 @@ lb_session_dial(struct lb_session *s)
     s->attempt_us = lb_mono_us();
     s->is_syn_grace = false;
     lb_session_nodelay(fd);
-    if (s->connect_due_ms == 0)
-        s->connect_due_ms = lb_mono_ms() + pc->connect_timeout_ms;
     if (s->server->b->id < s->w->npaces) {
         s->is_pace_counted = true;
         s->w->paces[s->server->b->id].in_flight++;
@@ -820,6 +823,15 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
                        s->fe->conf->name, s->pool->conf->name, s->client_text,
                        (unsigned long long)(lb_mono_ms() - s->wait.since_ms));
         lb_session_finish(s, "queue timeout");
+        return;
+    }
+    if (s->state == LB_SESSION_CONNECTING && s->is_pace_waiting) {
+        /* connect_timeout ran out before its turn came */
+        lb_pace_unlink(s);
+        snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
+                 (unsigned long long)s->pool->conf->connect_timeout_ms);
+        lb_session_connect_failed(s, msg);
+        lb_session_connect(s);
         return;
     }
     if (s->state == LB_SESSION_CONNECTING && s->sfd < 0) {
