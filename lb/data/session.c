@@ -123,7 +123,8 @@ struct lb_session {
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
                                        way: closes when it arrives */
-    struct lb_session *pace_next;   /* waiting for its turn to connect */
+    struct lb_session *pace_prev, *pace_next;   /* waiting for its turn
+                                                   to connect */
     bool is_pace_waiting;           /* ... on its server's pace list */
     bool is_pace_counted;           /* its connect counts in the window */
     struct lb_session *again_next;  /* the worker's again list */
@@ -150,6 +151,7 @@ static void lb_session_connect(struct lb_session *s);
 static bool lb_session_dial(struct lb_session *s);
 static void lb_pace_done(struct lb_session *s);
 static void lb_pace_answered(struct lb_session *s);
+static void lb_pace_unlink(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(struct lb_session *s, uint32_t events);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -388,7 +390,7 @@ lb_session_pick(struct lb_session *s, bool *is_again)
  * SYN to a full accept queue: the window halves, and the session dials
  * again when its turn comes, first in line, instead of waiting for the
  * kernel's retransmission 1 s later (which would come back in one wave).
- * The attempt's connect_timeout runs from its first dial. */
+ * The attempt's connect_timeout runs from its start, waiting included. */
 #define LB_PACE_START 4
 #define LB_PACE_MAX 64
 #define LB_PACE_STALL_MIN_MS 10
@@ -454,16 +456,11 @@ lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
     for (size_t id = 0; id < w->npaces; id++) {
         while (w->paces[id].head != NULL &&
                w->paces[id].in_flight < lb_pace_window(&w->paces[id])) {
-            struct lb_pace *p = &w->paces[id];
-            struct lb_session *s = p->head;
+            struct lb_session *s = w->paces[id].head;
 
-            p->head = s->pace_next;
-            if (p->head == NULL)
-                p->tail = NULL;
-            s->pace_next = NULL;
-            s->is_pace_waiting = false;
+            lb_pace_unlink(s);
             /* a dial that fails at once tries the other servers, which may
-             * grow w->paces: p is looked up again each round */
+             * grow w->paces: it is looked up again each round */
             if (!lb_session_dial(s))
                 lb_session_connect(s);
         }
@@ -511,19 +508,35 @@ static void
 lb_pace_wait(struct lb_session *s, struct lb_pace *p, bool at_head)
 {
     s->is_pace_waiting = true;
-    if (at_head) {
-        s->pace_next = p->head;
+    s->pace_prev = at_head ? NULL : p->tail;
+    s->pace_next = at_head ? p->head : NULL;
+    if (s->pace_prev != NULL)
+        s->pace_prev->pace_next = s;
+    else
         p->head = s;
-        if (p->tail == NULL)
-            p->tail = s;
-    } else {
-        s->pace_next = NULL;
-        if (p->tail != NULL)
-            p->tail->pace_next = s;
-        else
-            p->head = s;
+    if (s->pace_next != NULL)
+        s->pace_next->pace_prev = s;
+    else
         p->tail = s;
-    }
+}
+
+/* Takes a waiting session off its server's pace list (its turn came, its
+ * connect_timeout ran out, or it ended). */
+static void
+lb_pace_unlink(struct lb_session *s)
+{
+    struct lb_pace *p = &s->w->paces[s->server->b->id];
+
+    if (s->pace_prev != NULL)
+        s->pace_prev->pace_next = s->pace_next;
+    else
+        p->head = s->pace_next;
+    if (s->pace_next != NULL)
+        s->pace_next->pace_prev = s->pace_prev;
+    else
+        p->tail = s->pace_prev;
+    s->pace_prev = s->pace_next = NULL;
+    s->is_pace_waiting = false;
 }
 
 /* The connect in flight got no answer in lb_pace_stall_ms: its SYN was
@@ -533,7 +546,6 @@ static void
 lb_pace_stalled(struct lb_session *s)
 {
     struct lb_pace *p = &s->w->paces[s->server->b->id];
-
     uint64_t now = lb_mono_ms();
 
     p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
@@ -544,28 +556,6 @@ lb_pace_stalled(struct lb_session *s)
     event_active(s->w->pace_ev, EV_TIMEOUT, 0);
     if (lb_session_arm(s, s->connect_due_ms > now ? s->connect_due_ms - now : 0) != 0)
         lb_session_finish(s, "event_add failed");
-}
-
-/* A session that ends while waiting leaves the list. */
-static void
-lb_pace_unlink(struct lb_session *s)
-{
-    struct lb_pace *p = &s->w->paces[s->server->b->id];
-    struct lb_session *prev = NULL;
-
-    for (struct lb_session *q = p->head; q != NULL; prev = q, q = q->pace_next) {
-        if (q != s)
-            continue;
-        if (prev != NULL)
-            prev->pace_next = s->pace_next;
-        else
-            p->head = s->pace_next;
-        if (p->tail == s)
-            p->tail = prev;
-        break;
-    }
-    s->pace_next = NULL;
-    s->is_pace_waiting = false;
 }
 
 /* Connects to server idx of the pool, whose slot the session holds.
