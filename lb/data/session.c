@@ -127,6 +127,7 @@ struct lb_session {
                                                    to connect */
     bool is_pace_waiting;           /* ... on its server's pace list */
     bool is_pace_counted;           /* its connect counts in the window */
+    uint8_t nstalls;                /* this attempt's stalled dials */
     struct lb_session *again_next;  /* the worker's again list */
     uint8_t again;                  /* halves to read on: LB_AGAIN_* */
     bool is_done;                   /* finished; freed after the dispatch */
@@ -390,11 +391,15 @@ lb_session_pick(struct lb_session *s, bool *is_again)
  * SYN to a full accept queue: the window halves, and the session dials
  * again when its turn comes, first in line, instead of waiting for the
  * kernel's retransmission 1 s later (which would come back in one wave).
- * The attempt's connect_timeout runs from its start, waiting included. */
+ * Each stall of the same attempt doubles its wait, as TCP backs its RTO
+ * off, so that a server whose answers slowed down (a longer path) is still
+ * reached. The attempt's connect_timeout runs from its start, waiting
+ * included. */
 #define LB_PACE_START 4
 #define LB_PACE_MAX 64
 #define LB_PACE_STALL_MIN_MS 10
 #define LB_PACE_STALL_NEW_MS 200      /* no connect answered yet */
+#define LB_PACE_BACKOFF_MAX 6         /* 64 times */
 
 struct lb_pace {
     uint32_t in_flight;
@@ -418,13 +423,13 @@ lb_pace_window(const struct lb_pace *p)
     return p->window != 0 ? p->window : LB_PACE_START;
 }
 
-/* When a connect in flight to p's server counts as stalled. */
+/* When a connect of s in flight to p's server counts as stalled. */
 static uint64_t
-lb_pace_stall_ms(const struct lb_pace *p)
+lb_pace_stall_ms(const struct lb_pace *p, const struct lb_session *s)
 {
     uint64_t ms = p->srtt_us == 0 ? LB_PACE_STALL_NEW_MS : (4 * (uint64_t)p->srtt_us + 999) / 1000;
 
-    return ms > LB_PACE_STALL_MIN_MS ? ms : LB_PACE_STALL_MIN_MS;
+    return (ms > LB_PACE_STALL_MIN_MS ? ms : LB_PACE_STALL_MIN_MS) << s->nstalls;
 }
 
 /* The worker's pace state of backend id, grown on demand (ids are small
@@ -549,6 +554,8 @@ lb_pace_stalled(struct lb_session *s)
     uint64_t now = lb_mono_ms();
 
     p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
+    if (s->nstalls < LB_PACE_BACKOFF_MAX)
+        s->nstalls++;
     close(s->sfd);                      /* leaves io_fd */
     s->sfd = -1;
     lb_pace_done(s);
@@ -574,6 +581,7 @@ lb_session_try(struct lb_session *s, int idx)
     struct lb_pace *p = lb_pace_of(s->w, srv->b->id);
 
     s->connect_due_ms = lb_mono_ms() + s->pool->conf->connect_timeout_ms;
+    s->nstalls = 0;
     if (p != NULL && (p->in_flight >= lb_pace_window(p) || p->head != NULL)) {
         /* Its turn comes from lb_session_on_pace; the slot stays held, so
          * the server's counts and max_connections see it. */
@@ -623,7 +631,7 @@ lb_session_dial(struct lb_session *s)
          * the same registration then serves the relay. */
         uint64_t now = lb_mono_ms();
         uint64_t left = s->connect_due_ms > now ? s->connect_due_ms - now : 0;
-        uint64_t stall = s->is_pace_counted ? lb_pace_stall_ms(&s->w->paces[srv->b->id]) : left;
+        uint64_t stall = s->is_pace_counted ? lb_pace_stall_ms(&s->w->paces[srv->b->id], s) : left;
 
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 ||
             lb_session_arm(s, stall < left ? stall : left) != 0)
