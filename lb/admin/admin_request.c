@@ -806,12 +806,11 @@ lb_admin_join(char *out, size_t cap, const char *prefix, const char *const *word
 static void
 lb_admin_route_refuse(struct lb_admin_span path, struct lb_admin_verdict *v)
 {
-    const char *names[LB_ADMIN_NROUTES + 1];
-    bool is_api = lb_admin_span_eq(path, lb_admin_api) ||
-                  (path.len > sizeof(lb_admin_api) - 1 &&
-                   memcmp(path.p, lb_admin_api, sizeof(lb_admin_api) - 1) == 0 &&
-                   path.p[sizeof(lb_admin_api) - 1] == '/');
-    size_t n = 0, base = sizeof(lb_admin_action_pattern) - sizeof("{action}");
+    const char *names[LB_ADMIN_NROUTES + 1];    /* a method a row, and HEAD */
+    size_t api = sizeof(lb_admin_api) - 1, n = 0;
+    size_t base = sizeof(lb_admin_action_pattern) - sizeof("{action}");
+    bool is_api = path.len >= api && memcmp(path.p, lb_admin_api, api) == 0 &&
+                  (path.len == api || path.p[api] == '/');
     struct lb_admin_captures cap = { 0 };
 
     for (size_t i = 0; i < LB_ADMIN_NROUTES; i++) {
@@ -877,11 +876,10 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     if (query != NULL)
         path.len = (size_t)(query - path.p);
     for (size_t i = 0; i < LB_ADMIN_NROUTES && row == NULL; i++) {
+        cap = (struct lb_admin_captures){ 0 };      /* not what a row half matched */
         if (lb_admin_row_takes(&lb_admin_routes[i], h->method, v->is_head) &&
             lb_admin_path_match(lb_admin_routes[i].pattern, path, &cap))
             row = &lb_admin_routes[i];
-        else
-            cap = (struct lb_admin_captures){ 0 };
     }
     if (row == NULL) {
         lb_admin_route_refuse(path, v);

@@ -65,7 +65,8 @@ enum lb_admin_action {
 struct lb_admin_verdict {
     enum lb_admin_route route;
     bool is_head;                       /* answer with headers only */
-    /* REFUSED: the answer. error is a literal (no escaping needed). */
+    /* REFUSED: the answer. error is a literal, or built of literals in
+     * error_text (no escaping needed either way). */
     int status;                         /* 400, 401, 403, 404 or 405 */
     const char *reason;                 /* "Bad Request", ... */
     const char *error;
@@ -78,7 +79,7 @@ struct lb_admin_verdict {
      * point here then, so they are good as long as *v is. */
     char allow_text[64];
     char error_text[128];
-    /* ACTION */
+    /* The path's {pool} and {server} (see the route table); ACTION: which */
     char pool[CONF_NAME_MAX + 1];
     char server[CONF_NAME_MAX + 1];
     enum lb_admin_action action;
