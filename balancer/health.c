@@ -34,6 +34,7 @@
  * starting point, not a transition; probes then move it as above.
  */
 #include "bal.h"
+#include "lb_enum.h"
 
 static const char *const bal_health_state_names[] = {
     [BAL_HEALTH_STARTING] = "starting",
@@ -51,11 +52,7 @@ bal_health_init(struct bal_health *h, uint32_t rise, uint32_t fall)
                               .fall = fall ? fall : 1 };
 }
 
-const char *
-bal_health_state_name(enum bal_health_state s)
-{
-    return s <= BAL_HEALTH_WARNING ? bal_health_state_names[s] : "unknown";
-}
+LB_ENUM_NAME(bal_health_state_name, enum bal_health_state, bal_health_state_names, "unknown")
 
 void
 bal_health_init_pending(struct bal_health *h, uint32_t rise, uint32_t fall)

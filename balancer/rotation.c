@@ -77,6 +77,7 @@
  * of it.
  */
 #include "bal.h"
+#include "lb_enum.h"
 
 static const char *const bal_state_names[] = {
     [BAL_STATE_UP] = "up",
@@ -98,11 +99,7 @@ static const char *const bal_beat_names[] = {
     [BAL_BEAT_FAIL] = "fail",
 };
 
-const char *
-bal_beat_name(enum bal_beat b)
-{
-    return b <= BAL_BEAT_FAIL ? bal_beat_names[b] : "unknown";
-}
+LB_ENUM_NAME(bal_beat_name, enum bal_beat, bal_beat_names, "unknown")
 
 uint32_t
 bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
@@ -301,17 +298,8 @@ bal_state_of(bool in_rotation, const struct bal_operator *op, uint32_t active)
     return BAL_STATE_DOWN;
 }
 
-const char *
-bal_state_name(enum bal_state s)
-{
-    return s <= BAL_STATE_DISABLED ? bal_state_names[s] : "unknown";
-}
-
-const char *
-bal_admin_name(enum bal_admin a)
-{
-    return a <= BAL_ADMIN_DISABLE ? bal_admin_names[a] : "unknown";
-}
+LB_ENUM_NAME(bal_state_name, enum bal_state, bal_state_names, "unknown")
+LB_ENUM_NAME(bal_admin_name, enum bal_admin, bal_admin_names, "unknown")
 
 uint64_t
 bal_drain_deadline(uint64_t now_ms, uint64_t timeout_ms)

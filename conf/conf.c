@@ -561,6 +561,26 @@ conf_check_text(struct conf_parse *p)
     return -1;
 }
 
+/* The defaults that follow another key of the pool, once the table's are
+ * in: they depend on whether the key was set (lines), which the table's
+ * one default per key cannot say.
+ *
+ * check_timeout, unset, is at most check_interval: HAProxy uses "inter"
+ * as the whole check's timeout when "timeout check" is not set, so
+ * check_interval = 200ms alone gives 200 ms probes, not an error about the
+ * 1s default. A check_timeout written in the file is kept as written, and
+ * conf_check refuses it when it is longer than the interval. */
+static void
+conf_merge_pool(struct conf_pool *pool, const struct conf_lines *l)
+{
+    int ktimeout = conf_key_find(CONF_SECTION_POOL, "check_timeout");
+    int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
+
+    if (l->key[ktimeout] == 0 && !l->bad[kinterval] &&
+        pool->check_timeout_ms > pool->check_interval_ms)
+        pool->check_timeout_ms = pool->check_interval_ms;
+}
+
 /* Fills in the defaults of every key a section did not set, sections never
  * written included: [global] may be missing from the file and still has its
  * defaults. A key set to a rejected value keeps its zero: the file fails
@@ -580,6 +600,8 @@ conf_merge(struct conf_parse *p)
             void *obj = conf_parse_object(p, kind, i, &lines);
             if (conf_keys_merge(kind, obj, lines->key, err, sizeof(err)) != 0)
                 conf_error(p, 0, "%s", err);
+            else if (kind == CONF_SECTION_POOL)
+                conf_merge_pool(obj, lines);
         }
     }
 }

@@ -116,8 +116,8 @@ struct conf_global {
     char *syslog_socket;            /* log_target = syslog: where */
     uint64_t shutdown_timeout_ms;
     uint64_t withdraw_delay_ms;     /* SIGTERM: not ready, still serving */
-    char *state_file;               /* "" = off (lb/control/state.c) */
-    char *control_socket;           /* "" = off: lb -x (lb/control/takeover.c) */
+    char *state_file;               /* "" = off (lb/state/state.c) */
+    char *control_socket;           /* "" = off: lb -x (lb/handover/) */
     char *user, *group;             /* "" = stay: the privileges after the binds */
 };
 

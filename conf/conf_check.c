@@ -8,6 +8,7 @@
  * would report the same cause twice.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,13 +17,25 @@
 #include "conf_parse.h"
 #include "conf_value.h"
 
+/* The name and line of element i of an array of frontends, pools or
+ * servers: each struct has a char *name and an int line of its own. */
+struct conf_named {
+    const char *base;
+    size_t n, size;
+    size_t name_off, line_off;
+};
+
+#define CONF_NAMED(type, array, count)                                      \
+    (struct conf_named){ (const char *)(array), (count), sizeof(type),      \
+                         offsetof(type, name), offsetof(type, line) }
+
 static void conf_check_required(struct conf_parse *p, int kind,
                                 const char *name,
                                 const struct conf_lines *lines);
 static void conf_check_listen(struct conf_parse *p, size_t i, int line);
 static void conf_check_frontends(struct conf_parse *p);
-static void conf_check_servers(struct conf_parse *p,
-                               const struct conf_pool *pool);
+static void conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
+                             const char *where, const char *where_name);
 static void conf_check_pools(struct conf_parse *p);
 static void conf_check_global(struct conf_parse *p);
 
@@ -124,17 +137,12 @@ conf_check_frontends(struct conf_parse *p)
     if (c->nfrontends == 0 && p->has_content)
         conf_error(p, 0, "no [frontend NAME] section: lb would listen on "
                    "nothing");
+    conf_check_names(p, CONF_NAMED(struct conf_frontend, c->frontends, c->nfrontends),
+                     "frontend", "", "");
     for (i = 0; i < c->nfrontends; i++) {
         struct conf_frontend *fe = &c->frontends[i];
         const struct conf_lines *l = &p->frontend_lines[i];
 
-        for (j = 0; j < i; j++) {
-            if (strcmp(c->frontends[j].name, fe->name) == 0) {
-                conf_error(p, fe->line, "frontend \"%s\" is already defined "
-                           "at line %d", fe->name, c->frontends[j].line);
-                break;
-            }
-        }
         conf_check_required(p, CONF_SECTION_FRONTEND, fe->name, l);
         fe->listen_line = l->key[klisten];
         if (l->key[klisten] != 0 && !l->bad[klisten])
@@ -152,47 +160,63 @@ conf_check_frontends(struct conf_parse *p)
     }
 }
 
-/* qsort context: conf is single-threaded per call, but qsort has no
- * argument, hence the pointer to the servers being sorted. */
-static _Thread_local const struct conf_server *conf_check_sorting;
+static const char *
+conf_named_name(const struct conf_named *a, size_t i)
+{
+    return *(char *const *)(a->base + i * a->size + a->name_off);
+}
 
 static int
-conf_check_cmp_server(const void *a, const void *b)
+conf_named_line(const struct conf_named *a, size_t i)
+{
+    return *(const int *)(a->base + i * a->size + a->line_off);
+}
+
+/* qsort context: conf is single-threaded per call, but qsort has no
+ * argument, hence the pointer to the array being sorted. */
+static _Thread_local const struct conf_named *conf_check_sorting;
+
+static int
+conf_check_cmp_named(const void *a, const void *b)
 {
     size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
-    int c = strcmp(conf_check_sorting[ia].name, conf_check_sorting[ib].name);
+    int c = strcmp(conf_named_name(conf_check_sorting, ia),
+                   conf_named_name(conf_check_sorting, ib));
 
     return c != 0 ? c : (ia > ib) - (ia < ib);
 }
 
-/* Duplicate server names, each reported against the first definition.
- * Sorted, not compared pairwise: a pool of 10,000 servers would otherwise
- * cost 50 million comparisons on every load and reload. */
+/* Duplicate names among the frontends, the pools or one pool's servers,
+ * each reported at its own line against the first definition:
+ * 'WHAT "NAME" is already defined at line N[WHERE WHERE_NAME]'. Sorted,
+ * not compared pairwise: a pool of 10,000 servers would otherwise cost 50
+ * million comparisons on every load and reload. */
 static void
-conf_check_servers(struct conf_parse *p, const struct conf_pool *pool)
+conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
+                 const char *where, const char *where_name)
 {
-    size_t n = pool->nservers;
-    size_t *order = malloc((n ? n : 1) * sizeof(*order));
+    size_t *order = malloc((a.n ? a.n : 1) * sizeof(*order));
 
     if (order == NULL) {
-        conf_error(p, pool->line, "out of memory");
+        conf_error(p, 0, "out of memory");
         return;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < a.n; i++)
         order[i] = i;
-    conf_check_sorting = pool->servers;
-    qsort(order, n, sizeof(*order), conf_check_cmp_server);
-    for (size_t k = 1, first = 0; k < n; k++) {
-        const struct conf_server *s = &pool->servers[order[k]];
-        const struct conf_server *f = &pool->servers[order[first]];
+    conf_check_sorting = &a;
+    qsort(order, a.n, sizeof(*order), conf_check_cmp_named);
+    for (size_t k = 1, first = 0; k < a.n; k++) {
+        const char *name = conf_named_name(&a, order[k]);
 
-        if (strcmp(s->name, f->name) != 0) {
+        if (strcmp(name, conf_named_name(&a, order[first])) != 0) {
             first = k;
             continue;
         }
-        conf_error(p, s->line, "server \"%s\" is already defined at "
-                   "line %d in pool %s", s->name, f->line, pool->name);
+        conf_error(p, conf_named_line(&a, order[k]), "%s \"%s\" is already defined at "
+                   "line %d%s%s", what, name, conf_named_line(&a, order[first]), where,
+                   where_name);
     }
+    conf_check_sorting = NULL;
     free(order);
 }
 
@@ -308,37 +332,32 @@ conf_check_pools(struct conf_parse *p)
     int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
     int kreuse = conf_key_find(CONF_SECTION_POOL, "check_reuse");
     int kdiscover = conf_key_find(CONF_SECTION_POOL, "discover");
-    size_t i, j;
+    size_t i;
 
+    conf_check_names(p, CONF_NAMED(struct conf_pool, c->pools, c->npools), "pool", "", "");
     for (i = 0; i < c->npools; i++) {
         const struct conf_pool *pool = &c->pools[i];
         const struct conf_lines *l = &p->pool_lines[i];
 
-        for (j = 0; j < i; j++) {
-            if (strcmp(c->pools[j].name, pool->name) == 0) {
-                conf_error(p, pool->line, "pool \"%s\" is already defined at "
-                           "line %d", pool->name, c->pools[j].line);
-                break;
-            }
-        }
         conf_check_required(p, CONF_SECTION_POOL, pool->name, l);
         /* A rejected server line already explains an empty pool; one that
          * discovers its servers may start without any. */
         if (pool->nservers == 0 && !l->bad[kserver] && pool->discover == CONF_DISCOVER_NONE &&
             !l->bad[kdiscover])
             conf_error(p, pool->line, "pool %s has no servers", pool->name);
-        conf_check_servers(p, pool);
+        conf_check_names(p, CONF_NAMED(struct conf_server, pool->servers, pool->nservers),
+                         "server", " in pool ", pool->name);
         conf_check_discover(p, pool, l);
 
-        /* A probe that may outlast its interval would overlap the next. */
+        /* A probe that may outlast its interval would overlap the next.
+         * Only a check_timeout of the file can: unset, it follows a shorter
+         * interval (conf_merge_pool). */
         if (!l->bad[ktimeout] && !l->bad[kinterval] &&
             pool->check_timeout_ms > pool->check_interval_ms) {
             char t[32], iv[32];
-            int line = l->key[ktimeout] ? l->key[ktimeout]
-                     : l->key[kinterval] ? l->key[kinterval] : pool->line;
             conf_format_duration(pool->check_timeout_ms, t, sizeof(t));
             conf_format_duration(pool->check_interval_ms, iv, sizeof(iv));
-            conf_error(p, line, "pool %s: check_timeout %s is longer than "
+            conf_error(p, l->key[ktimeout], "pool %s: check_timeout %s is longer than "
                        "check_interval %s", pool->name, t, iv);
         }
         /* Only an HTTP exchange has an end after which the connection can

@@ -10,6 +10,7 @@
 
 #include "conf.h"
 #include "conf_value.h"
+#include "lb_enum.h"
 
 typedef int (*conf_set_pt)(const struct conf_key *k, void *field,
                            const char *value, int line, char *err,
@@ -86,6 +87,10 @@ static const char *const conf_discover_names[] = {
 };
 static const char *const conf_splice_names[] = {
     "off", "auto", "on", NULL
+};
+/* Not a key's values: names only (/stats "source"). */
+static const char *const conf_source_names[] = {
+    [CONF_SOURCE_CONFIG] = "config", [CONF_SOURCE_DNS] = "dns", [CONF_SOURCE_API] = "api",
 };
 
 /* One setter per type; the table rows only name the type. */
@@ -465,38 +470,9 @@ conf_set_hosts(const struct conf_key *k, void *field, const char *value,
     return conf_parse_hosts(value, field, err, errlen);
 }
 
-const char *
-conf_balance_name(enum conf_balance b)
-{
-    return (unsigned)b < sizeof(conf_balance_names) / sizeof(char *) - 1
-               ? conf_balance_names[b] : "unknown";
-}
-
-const char *
-conf_log_level_name(enum conf_log_level l)
-{
-    return (unsigned)l < sizeof(conf_log_level_names) / sizeof(char *) - 1
-               ? conf_log_level_names[l] : "unknown";
-}
-
-const char *
-conf_check_name(enum conf_check c)
-{
-    return (unsigned)c < sizeof(conf_check_names) / sizeof(char *) - 1
-               ? conf_check_names[c] : "unknown";
-}
-
-const char *
-conf_role_name(enum conf_role r)
-{
-    return (unsigned)r < sizeof(conf_role_names) / sizeof(char *) - 1
-               ? conf_role_names[r] : "unknown";
-}
-
-const char *
-conf_source_name(enum conf_source s)
-{
-    static const char *const names[] = { "config", "dns", "api" };
-
-    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
-}
+/* The names of conf.h, for logs and JSON. */
+LB_ENUM_NAME(conf_balance_name, enum conf_balance, conf_balance_names, "unknown")
+LB_ENUM_NAME(conf_log_level_name, enum conf_log_level, conf_log_level_names, "unknown")
+LB_ENUM_NAME(conf_check_name, enum conf_check, conf_check_names, "unknown")
+LB_ENUM_NAME(conf_role_name, enum conf_role, conf_role_names, "unknown")
+LB_ENUM_NAME(conf_source_name, enum conf_source, conf_source_names, "unknown")

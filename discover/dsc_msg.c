@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discover.h"
+#include "dsc_dns.h"
+#include "lb_enum.h"
 
 #define DSC_HEADER_LEN 12
 #define DSC_CLASS_IN 1
@@ -24,6 +25,11 @@
 #define DSC_FLAG_RD 0x0100u
 #define DSC_LABEL_MAX 63
 #define DSC_WIRE_NAME_MAX 255
+
+/* RFC 1035's RCODEs 0..5, as the errors of a round name them. */
+static const char *const dsc_rcode_names[] = {
+    "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED",
+};
 
 static uint16_t
 dsc_get16(const uint8_t *p)
@@ -275,12 +281,4 @@ dsc_msg_fini(struct dsc_msg *m)
     memset(m, 0, sizeof(*m));
 }
 
-const char *
-dsc_rcode_name(int rcode)
-{
-    static const char *const names[] = { "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN",
-                                         "NOTIMP", "REFUSED" };
-
-    return rcode >= 0 && rcode < (int)(sizeof(names) / sizeof(names[0])) ? names[rcode]
-                                                                          : "error";
-}
+LB_ENUM_NAME(dsc_rcode_name, int, dsc_rcode_names, "error")

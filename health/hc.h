@@ -15,7 +15,8 @@
  * that a large pool started at once is spread evenly over the interval
  * instead of probing in one burst; the period is exact after that. A target
  * never has two probes in flight: a slot that comes while the previous
- * probe still runs is skipped.
+ * probe still runs is skipped, unless the previous one's timeout has come
+ * (hc_probe_end_if_due).
  */
 #ifndef HC_H
 #define HC_H

@@ -56,6 +56,17 @@ struct hc_thread {
  * hc_probe_done(), which frees the probe and clears tg->probe. */
 void hc_probe_start(struct hc_target *tg, double lag_ms);
 void hc_probe_cancel(struct hc_probe *p);     /* stop: no result */
+/* At a slot of p's target: ends p as its own timeout would when that
+ * timeout, counted from the slot p started for, has come by now (within
+ * HC_TIMER_EARLY_MS), and returns true; else false. With check_timeout =
+ * check_interval (the default of an interval of 1s or less) the two timers
+ * fall due together, and whichever libevent ran first decided whether the
+ * slot was skipped: a hung server was probed every other slot, and found
+ * down a whole (fall - 1) intervals late. */
+bool hc_probe_end_if_due(struct hc_probe *p, uint64_t now);
+/* libevent's timers run on CLOCK_MONOTONIC_COARSE: one fires up to a kernel
+ * tick (4 ms at HZ=250, 10 ms at HZ=100) off the precise clock. */
+#define HC_TIMER_EARLY_MS 10
 void hc_probe_unkeep(struct hc_target *tg);   /* closes a kept connection */
 
 /* hc_pool.c: queues a result for main's mailbox. Health thread. */

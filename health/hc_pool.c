@@ -495,7 +495,7 @@ hc_target_on_timer(evutil_socket_t fd, short what, void *arg)
     uint64_t now = lb_mono_ms();
     double lag = now > tg->planned_ms ? (double)(now - tg->planned_ms) : 0.0;
 
-    if (tg->probe == NULL)
+    if (tg->probe == NULL || hc_probe_end_if_due(tg->probe, now))
         hc_probe_start(tg, lag);
     else
         tg->skipped++;              /* never two probes of one server */

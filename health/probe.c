@@ -83,6 +83,7 @@ struct hc_probe {
     uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
+    uint64_t planned_ms;            /* the slot it started for (started - lag) */
     double started_at;
     double lag_ms;
     struct timespec started_ts;
@@ -227,10 +228,8 @@ hc_probe_is_stale(const struct hc_probe *p)
 }
 
 static void
-hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
+hc_probe_time_out(struct hc_probe *p)
 {
-    struct hc_probe *p = arg;
-
     if (p->has_verdict) {               /* only the rest of the answer is late */
         hc_probe_done(p, p->passed, "%s", p->detail);
         return;
@@ -239,6 +238,21 @@ hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
                   (unsigned long long)p->tg->spec.timeout_ms,
                   p->talk != NULL && p->state == HC_PROBE_READING
                       ? hc_talk_waiting_for(p->talk) : hc_probe_waiting_for[p->state]);
+}
+
+static void
+hc_probe_on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    hc_probe_time_out(arg);
+}
+
+bool
+hc_probe_end_if_due(struct hc_probe *p, uint64_t now)
+{
+    if (now + HC_TIMER_EARLY_MS < p->planned_ms + p->tg->spec.timeout_ms)
+        return false;
+    hc_probe_time_out(p);
+    return true;
 }
 
 void
@@ -260,6 +274,7 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
     clock_gettime(CLOCK_REALTIME, &wall);
     p->started_ms = (uint64_t)p->started_ts.tv_sec * 1000 +
                     (uint64_t)p->started_ts.tv_nsec / 1000000;
+    p->planned_ms = p->started_ms - (uint64_t)lag_ms;
     p->started_at = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9;
     tg->probe = p;
     event_assign(&p->io, base, -1, 0, hc_probe_on_io, p);

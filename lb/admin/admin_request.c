@@ -47,9 +47,103 @@ struct lb_admin_head {
     struct lb_admin_span body;
 };
 
+/* Who may call a route. */
+enum lb_admin_auth {
+    LB_ADMIN_AUTH_NONE = 0,             /* a read: whoever Host and Origin let in */
+    LB_ADMIN_AUTH_TOKEN,                /* Bearer [admin] token, when one is set */
+    LB_ADMIN_AUTH_HEARTBEAT,            /* the token or heartbeat_token (open when
+                                           neither is set): the instance itself */
+};
+
+/* Reads a route's body into *v, or refuses it (400). */
+typedef void lb_admin_body_pt(struct lb_admin_span body, struct lb_admin_verdict *v);
+
+/* One endpoint. A pattern is the path as written, {pool} and {server}
+ * standing for one non-empty segment each, copied into the verdict (any
+ * other {name} stands for a segment that is not kept). A GET row answers
+ * HEAD too, with the headers only. */
+struct lb_admin_route_row {
+    const char *method;
+    const char *pattern;
+    enum lb_admin_auth auth;
+    lb_admin_body_pt *body;             /* NULL: a body is not read */
+    enum lb_admin_route route;
+    enum lb_admin_action action;        /* for LB_ADMIN_ROUTE_ACTION */
+};
+
 static const char *lb_admin_parse(const char *raw, size_t len, struct lb_admin_head *h);
 static void lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
                            struct lb_admin_verdict *v);
+static lb_admin_body_pt lb_admin_body_server, lb_admin_body_weight, lb_admin_body_heartbeat;
+
+/*
+ * The admin port's endpoints, as the README's table lists them: a new one
+ * is a row here, a value of enum lb_admin_route and its handler in
+ * admin.c's lb_admin_handlers[]. The 405 answers are written from these
+ * rows (Allow, "use POST"), and so is the list of actions in a bad
+ * action's message.
+ *
+ * Why the rows live here and the handlers in admin.c, joined by the route:
+ * the unit test and the fuzz targets link this file alone (no libevent)
+ * and must decide with the very rows lb decides with. The handlers are
+ * admin.c's static functions on evhttp requests; rows that held them could
+ * only be built in admin.c, and a checker handed its table from there
+ * would leave the tests a table of their own, not the one lb runs.
+ *
+ * Order counts where several rows are listed: Allow names methods as the
+ * rows come, and the bad action message names the actions as they come.
+ */
+static const struct lb_admin_route_row lb_admin_routes[] = {
+    { .method = "GET", .pattern = "/",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_DASHBOARD },
+    { .method = "GET", .pattern = "/stats",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_STATS },
+    { .method = "GET", .pattern = "/metrics",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_METRICS },
+    { .method = "GET", .pattern = "/healthz",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_HEALTHZ },
+    { .method = "GET", .pattern = "/ready",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_READY },
+    { .method = "POST", .pattern = "/reload",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_RELOAD },
+    { .method = "GET", .pattern = "/pools/{pool}",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_POOL },
+    { .method = "GET", .pattern = "/pools/{pool}/servers",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_POOL },
+    { .method = "POST", .pattern = "/pools/{pool}/servers",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_SERVER_ADD,
+      .body = lb_admin_body_server },
+    { .method = "GET", .pattern = "/pools/{pool}/servers/{server}",
+      .auth = LB_ADMIN_AUTH_NONE, .route = LB_ADMIN_ROUTE_SERVER },
+    { .method = "DELETE", .pattern = "/pools/{pool}/servers/{server}",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_SERVER_DELETE },
+    { .method = "POST", .pattern = "/pools/{pool}/servers/{server}/disable",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_ACTION,
+      .action = LB_ADMIN_ACTION_DISABLE },
+    { .method = "POST", .pattern = "/pools/{pool}/servers/{server}/drain",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_ACTION,
+      .action = LB_ADMIN_ACTION_DRAIN },
+    { .method = "POST", .pattern = "/pools/{pool}/servers/{server}/enable",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_ACTION,
+      .action = LB_ADMIN_ACTION_ENABLE },
+    { .method = "POST", .pattern = "/pools/{pool}/servers/{server}/weight",
+      .auth = LB_ADMIN_AUTH_TOKEN, .route = LB_ADMIN_ROUTE_SERVER_WEIGHT,
+      .body = lb_admin_body_weight },
+    { .method = "POST", .pattern = "/pools/{pool}/servers/{server}/heartbeat",
+      .auth = LB_ADMIN_AUTH_HEARTBEAT, .route = LB_ADMIN_ROUTE_HEARTBEAT,
+      .body = lb_admin_body_heartbeat },
+};
+#define LB_ADMIN_NROUTES (sizeof(lb_admin_routes) / sizeof(lb_admin_routes[0]))
+
+/* The API: the paths under it are named by their writes. GET and HEAD
+ * read any pool or server there, but another method is judged by the
+ * write rows alone: a path none of them matches is a malformed call (400,
+ * with the shape to use: a script sent it), and a 405's Allow names the
+ * writes (Allow: DELETE for a POST to /pools/P/servers/S, as the contract
+ * had it before this table). */
+static const char lb_admin_api[] = "/pools";
+/* A path of this shape that no row matches names an unknown action. */
+static const char lb_admin_action_pattern[] = "/pools/{pool}/servers/{server}/{action}";
 
 /* Header names and host names: any case. */
 static bool
@@ -432,13 +526,14 @@ lb_admin_beat_is_authorized(const struct conf_admin *admin, const struct lb_admi
 
 /* Copies a path segment into a name buffer; one longer than any name
  * leaves it empty, which matches no pool or server (a 404, as for any
- * other unknown name). */
+ * other unknown name), and so does none (s.p NULL). */
 static void
 lb_admin_copy_name(char *dst, struct lb_admin_span s)
 {
     size_t n = s.len <= CONF_NAME_MAX ? s.len : 0;
 
-    memcpy(dst, s.p, n);
+    if (n > 0)
+        memcpy(dst, s.p, n);
     dst[n] = '\0';
 }
 
@@ -646,100 +741,129 @@ lb_admin_body_heartbeat(struct lb_admin_span body, struct lb_admin_verdict *v)
 
 /* ------------------------------------------------------------- routes */
 
-/* The segments of "/pools/P[/servers[/S[/ACTION]]]": their count (2 to
- * 5), or 0 when the path has another shape. */
-static size_t
-lb_admin_parse_pools_path(struct lb_admin_span path, struct lb_admin_verdict *v,
-                          struct lb_admin_span *action)
-{
-    struct lb_admin_span seg[5];
-    size_t n = 0, i = 1, start = 1;
+/* The segments {pool} and {server} of a path stand for. */
+struct lb_admin_captures {
+    struct lb_admin_span pool, server;
+};
 
-    if (path.len < 2 || path.p[path.len - 1] == '/')
-        return 0;
-    for (; i <= path.len; i++) {
-        if (i < path.len && path.p[i] != '/')
+/* Whether path is pattern (see struct lb_admin_route_row); fills *cap
+ * with what its {pool} and {server} stand for. Exactly: case counts, and
+ * an empty segment or a trailing '/' matches no pattern that lacks it. */
+static bool
+lb_admin_path_match(const char *pattern, struct lb_admin_span path, struct lb_admin_captures *cap)
+{
+    size_t i = 0;
+
+    for (const char *p = pattern; *p != '\0';) {
+        const char *close = *p == '{' ? strchr(p, '}') : NULL;
+        struct lb_admin_span seg = { path.p + i, 0 };
+
+        if (close == NULL) {
+            if (i == path.len || path.p[i] != *p)
+                return false;
+            i++;
+            p++;
             continue;
-        if (i == start || n == 5)
-            return 0;                   /* an empty segment, or a sixth */
-        seg[n++] = (struct lb_admin_span){ path.p + start, i - start };
-        start = i + 1;
+        }
+        while (i < path.len && path.p[i] != '/')
+            i++;
+        seg.len = (size_t)(path.p + i - seg.p);
+        if (seg.len == 0)
+            return false;
+        if (close - p == 5 && memcmp(p, "{pool", 5) == 0)
+            cap->pool = seg;
+        else if (close - p == 7 && memcmp(p, "{server", 7) == 0)
+            cap->server = seg;
+        p = close + 1;
     }
-    if (n < 2 || !lb_admin_span_eq(seg[0], "pools") ||
-        (n >= 3 && !lb_admin_span_eq(seg[2], "servers")))
-        return 0;
-    lb_admin_copy_name(v->pool, seg[1]);
-    if (n >= 4)
-        lb_admin_copy_name(v->server, seg[3]);
-    if (n == 5)
-        *action = seg[4];
-    return n;
+    return i == path.len;
 }
 
-/* Routes a /pools/... path; sets *method to the one it takes. A GET of a
- * pool or a server is a read, as GET /stats is. */
-static void
-lb_admin_route_pools(struct lb_admin_span path, bool is_get, struct lb_admin_verdict *v,
-                     const char **method)
+/* A row speaks for its method, and GET for HEAD too. */
+static bool
+lb_admin_row_takes(const struct lb_admin_route_row *row, struct lb_admin_span method,
+                   bool is_head)
 {
-    static const struct { const char *name; enum lb_admin_action action; } actions[] = {
-        { "enable", LB_ADMIN_ACTION_ENABLE },
-        { "drain", LB_ADMIN_ACTION_DRAIN },
-        { "disable", LB_ADMIN_ACTION_DISABLE },
-    };
-    struct lb_admin_span action;
-    size_t n = lb_admin_parse_pools_path(path, v, &action);
+    return lb_admin_span_eq(method, row->method) || (is_head && strcmp(row->method, "GET") == 0);
+}
 
-    *method = "POST";
-    if (is_get && (n == 2 || n == 3 || n == 4)) {
-        v->route = n == 4 ? LB_ADMIN_ROUTE_SERVER : LB_ADMIN_ROUTE_POOL;
-        *method = "GET";
+/* Writes prefix, then the n words with ", " between them and last_sep
+ * before the last, into out (cap bytes; a table too long for it is cut). */
+static void
+lb_admin_join(char *out, size_t cap, const char *prefix, const char *const *words, size_t n,
+              const char *last_sep)
+{
+    size_t len = (size_t)snprintf(out, cap, "%s", prefix);
+
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s",
+                                i == 0 ? "" : i + 1 == n ? last_sep : ", ", words[i]);
+}
+
+/* The refusal of a path no row takes with this method, in the contract's
+ * order: a path with rows for other methods is a 405 naming them; else,
+ * under the API, a 400 that shows the shape; else a 404. */
+static void
+lb_admin_route_refuse(struct lb_admin_span path, struct lb_admin_verdict *v)
+{
+    const char *names[LB_ADMIN_NROUTES + 1];    /* a method a row, and HEAD */
+    size_t api = sizeof(lb_admin_api) - 1, n = 0;
+    size_t base = sizeof(lb_admin_action_pattern) - sizeof("{action}");
+    bool is_api = path.len >= api && memcmp(path.p, lb_admin_api, api) == 0 &&
+                  (path.len == api || path.p[api] == '/');
+    struct lb_admin_captures cap = { 0 };
+
+    for (size_t i = 0; i < LB_ADMIN_NROUTES; i++) {
+        const struct lb_admin_route_row *row = &lb_admin_routes[i];
+        bool is_known = false;
+
+        if ((is_api && strcmp(row->method, "GET") == 0) ||
+            !lb_admin_path_match(row->pattern, path, &cap))
+            continue;
+        for (size_t k = 0; k < n && !is_known; k++)
+            is_known = strcmp(names[k], row->method) == 0;
+        if (is_known)
+            continue;
+        names[n++] = row->method;
+        if (strcmp(row->method, "GET") == 0)
+            names[n++] = "HEAD";
+    }
+    if (n > 0) {
+        lb_admin_join(v->allow_text, sizeof(v->allow_text), "", names, n, ", ");
+        snprintf(v->error_text, sizeof(v->error_text), "method not allowed: use %s", names[0]);
+        lb_admin_refuse(v, 405, v->error_text);
+        v->allow = v->allow_text;
         return;
     }
-    if (n == 3) {
-        v->route = LB_ADMIN_ROUTE_SERVER_ADD;
+    if (!is_api) {
+        lb_admin_refuse(v, 404, "not found");
         return;
     }
-    if (n == 4) {
-        v->route = LB_ADMIN_ROUTE_SERVER_DELETE;
-        *method = "DELETE";
-        return;
-    }
-    if (n != 5) {
+    if (!lb_admin_path_match(lb_admin_action_pattern, path, &cap)) {
         lb_admin_refuse(v, 400, "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]");
         return;
     }
-    if (lb_admin_span_eq(action, "weight")) {
-        v->route = LB_ADMIN_ROUTE_SERVER_WEIGHT;
-        return;
+    /* the actions: the rows one segment below a server */
+    for (size_t i = 0; i < LB_ADMIN_NROUTES; i++) {
+        const char *pattern = lb_admin_routes[i].pattern;
+
+        if (strncmp(pattern, lb_admin_action_pattern, base) == 0 && pattern[base] != '\0' &&
+            strchr(pattern + base, '/') == NULL)
+            names[n++] = pattern + base;
     }
-    if (lb_admin_span_eq(action, "heartbeat")) {
-        v->route = LB_ADMIN_ROUTE_HEARTBEAT;
-        return;
-    }
-    for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
-        if (lb_admin_span_eq(action, actions[i].name)) {
-            v->route = LB_ADMIN_ROUTE_ACTION;
-            v->action = actions[i].action;
-            return;
-        }
-    }
-    lb_admin_refuse(v, 400, "bad action: use disable, drain, enable, weight or heartbeat");
+    lb_admin_join(v->error_text, sizeof(v->error_text), "bad action: use ", names, n, " or ");
+    lb_admin_refuse(v, 400, v->error_text);
 }
 
 static void
 lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
                struct lb_admin_verdict *v)
 {
-    static const struct { const char *path; enum lb_admin_route route; } gets[] = {
-        { "/", LB_ADMIN_ROUTE_DASHBOARD }, { "/stats", LB_ADMIN_ROUTE_STATS },
-        { "/metrics", LB_ADMIN_ROUTE_METRICS }, { "/healthz", LB_ADMIN_ROUTE_HEALTHZ },
-        { "/ready", LB_ADMIN_ROUTE_READY },
-    };
     struct lb_admin_span path = h->target;
     const char *query = memchr(path.p, '?', path.len);
-    const char *method = "POST";        /* the one a write route takes */
-    bool is_get = lb_admin_span_eq(h->method, "GET") || v->is_head;
+    const struct lb_admin_route_row *row = NULL;
+    struct lb_admin_captures cap = { 0 };
+    bool is_authorized;
 
     if (h->has_host && !lb_admin_host_is_ours(admin, h->host_name)) {
         lb_admin_refuse(v, 403, "forbidden: Host is not this admin port (see [admin] allowed_hosts)");
@@ -751,40 +875,28 @@ lb_admin_route(const struct conf_admin *admin, const struct lb_admin_head *h,
     }
     if (query != NULL)
         path.len = (size_t)(query - path.p);
-    for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++) {
-        if (lb_admin_span_eq(path, gets[i].path)) {
-            v->route = gets[i].route;
-            if (!is_get) {
-                lb_admin_refuse(v, 405, "method not allowed: use GET");
-                v->allow = "GET, HEAD";
-            }
-            return;
-        }
+    for (size_t i = 0; i < LB_ADMIN_NROUTES && row == NULL; i++) {
+        cap = (struct lb_admin_captures){ 0 };      /* not what a row half matched */
+        if (lb_admin_row_takes(&lb_admin_routes[i], h->method, v->is_head) &&
+            lb_admin_path_match(lb_admin_routes[i].pattern, path, &cap))
+            row = &lb_admin_routes[i];
     }
-    if (lb_admin_span_eq(path, "/reload"))
-        v->route = LB_ADMIN_ROUTE_RELOAD;
-    else if (lb_admin_span_eq(path, "/pools") ||
-             (path.len > 6 && memcmp(path.p, "/pools/", 7) == 0))
-        lb_admin_route_pools(path, is_get, v, &method);
-    else
-        lb_admin_refuse(v, 404, "not found");
-    if (v->route == LB_ADMIN_ROUTE_REFUSED || v->route == LB_ADMIN_ROUTE_POOL ||
-        v->route == LB_ADMIN_ROUTE_SERVER)
+    if (row == NULL) {
+        lb_admin_route_refuse(path, v);
         return;
-    if (!lb_admin_span_eq(h->method, method)) {
-        lb_admin_refuse(v, 405, strcmp(method, "DELETE") == 0 ? "method not allowed: use DELETE"
-                                                                : "method not allowed: use POST");
-        v->allow = method;
-    } else if (v->route == LB_ADMIN_ROUTE_HEARTBEAT ? !lb_admin_beat_is_authorized(admin, h)
-                                                    : !lb_admin_is_authorized(admin->token, h)) {
+    }
+    v->route = row->route;
+    v->action = row->action;
+    lb_admin_copy_name(v->pool, cap.pool);
+    lb_admin_copy_name(v->server, cap.server);
+    is_authorized = row->auth == LB_ADMIN_AUTH_NONE ||
+                    (row->auth == LB_ADMIN_AUTH_HEARTBEAT ? lb_admin_beat_is_authorized(admin, h)
+                                                          : lb_admin_is_authorized(admin->token, h));
+    if (!is_authorized) {
         lb_admin_refuse(v, 401, "unauthorized: send Authorization: Bearer <token>");
         v->is_auth_challenge = true;
-    } else if (v->route == LB_ADMIN_ROUTE_HEARTBEAT) {
-        lb_admin_body_heartbeat(h->body, v);
-    } else if (v->route == LB_ADMIN_ROUTE_SERVER_ADD) {
-        lb_admin_body_server(h->body, v);
-    } else if (v->route == LB_ADMIN_ROUTE_SERVER_WEIGHT) {
-        lb_admin_body_weight(h->body, v);
+    } else if (row->body != NULL) {
+        row->body(h->body, v);
     }
 }
 

@@ -27,6 +27,9 @@
  * anything longer is refused. */
 #define LB_ADMIN_MAX_BODY 1024
 
+/* What a request becomes: the id that joins a row of admin_request.c's
+ * route table (method, path, auth, body) to its handler in admin.c's
+ * lb_admin_handlers[]. A new endpoint: a value here, its row, its handler. */
 enum lb_admin_route {
     LB_ADMIN_ROUTE_REFUSED = 0,         /* answer the verdict's error */
     LB_ADMIN_ROUTE_DASHBOARD,           /* GET / */
@@ -42,6 +45,7 @@ enum lb_admin_route {
     LB_ADMIN_ROUTE_HEARTBEAT,           /* POST /pools/P/servers/S/heartbeat */
     LB_ADMIN_ROUTE_POOL,                /* GET /pools/P (and /pools/P/servers) */
     LB_ADMIN_ROUTE_SERVER,              /* GET /pools/P/servers/S */
+    LB_ADMIN_ROUTE_COUNT                /* not a route: how many there are */
 };
 
 /* A heartbeat's status (its body's "status", default pass). */
@@ -61,7 +65,8 @@ enum lb_admin_action {
 struct lb_admin_verdict {
     enum lb_admin_route route;
     bool is_head;                       /* answer with headers only */
-    /* REFUSED: the answer. error is a literal (no escaping needed). */
+    /* REFUSED: the answer. error is a literal, or built of literals in
+     * error_text (no escaping needed either way). */
     int status;                         /* 400, 401, 403, 404 or 405 */
     const char *reason;                 /* "Bad Request", ... */
     const char *error;
@@ -69,7 +74,12 @@ struct lb_admin_verdict {
     bool is_auth_challenge;             /* 401: send WWW-Authenticate */
     bool must_close;                    /* close after answering: the bytes
                                            that follow cannot be trusted */
-    /* ACTION */
+    /* The answers written from the route table (a 405's Allow and its
+     * error, the actions a bad action could have been): allow and error
+     * point here then, so they are good as long as *v is. */
+    char allow_text[64];
+    char error_text[128];
+    /* The path's {pool} and {server} (see the route table); ACTION: which */
     char pool[CONF_NAME_MAX + 1];
     char server[CONF_NAME_MAX + 1];
     enum lb_admin_action action;
@@ -97,7 +107,8 @@ struct lb_admin_verdict {
  *   - 403: a Host that is not the listen address, localhost or an allowed
  *     host, or an Origin present and not this port's own (http:// + Host);
  *   - 404 for an unknown path (whatever the method), 405 with Allow for a
- *     wrong method, 400 for a malformed action path or body;
+ *     wrong method (the methods of the path's rows; under /pools/ its
+ *     writes), 400 for a malformed /pools/ path or a body;
  *   - 401 for a POST without "Authorization: Bearer <token>", the exact
  *     token, when one is set; a heartbeat takes the token or the
  *     heartbeat_token (open when neither is set). */

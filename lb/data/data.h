@@ -31,6 +31,8 @@ struct lb_buf;
 enum lb_worker_msg_kind {
     LB_WORKER_SWITCH = 0,               /* move to gen (main: reload) */
     LB_WORKER_STOP,                     /* close listeners, finish sessions */
+    LB_WORKER_STOP_HANDED_OVER,         /* the same after a hand-over: the
+                                           new process has the sockets */
     LB_WORKER_FORCE,                    /* close every session now */
     LB_WORKER_DRAIN,                    /* a server started draining: scan */
     LB_WORKER_WAKE,                     /* the connection cap paused or
@@ -60,6 +62,9 @@ struct lb_worker {
     struct lb_gen *switch_pending;      /* ... and its generation */
     struct lb_listener *listeners;      /* one per frontend of gen */
     size_t nlisteners;
+    struct lb_listener *retiring;       /* closing: accepting what is
+                                           queued (worker.c) */
+    struct event *retire_ev;            /* the next retiring grace ends */
     struct bal_cursor **cursors;        /* one per pool of gen */
     struct lb_session *sessions;        /* doubly linked, for shutdown */
     size_t nsessions;
@@ -73,8 +78,13 @@ struct lb_worker {
     struct lb_session *again;           /* sessions with reads left (budget) */
     bool is_io_more;                    /* io_fd had more than one batch */
     struct lb_session *dead;            /* ended during the dispatch */
+    struct lb_pace *paces;              /* connect pacing, by backend id */
+    size_t npaces;
+    struct event *pace_ev;              /* a paced connect may go */
     bool is_dispatching;
     bool is_stopping;
+    bool is_handed_over;                /* stopping after a hand-over */
+    bool is_forced;                     /* past shutdown_timeout */
     bool is_accept_paused_emfile;
     uint64_t turn_since_us;             /* this turn on the CPU began, when
                                            workers outnumber the CPUs */
@@ -153,6 +163,21 @@ void lb_queue_release_slot(struct lb_pool *p, size_t i);
  * rotation). Any thread. */
 void lb_queue_kick(struct lb_queue *q);
 
+/* ------------------------------------------------------------- retry.c */
+
+/* Picks the server for attempt ntried + 1 of a connecting session, whose
+ * ntried attempts so far went to tried[], nagain of them to a server it had
+ * tried before, and takes one of its slots (bal_pick_attempt: the servers
+ * in rotation it has not tried first, then again the one tried longest
+ * ago). Before such a repeat the session waits: LB_PICK_PAUSED, no slot
+ * held, *pause_ms = bal_retry_pause_ms(c, nagain + 1); once it waited it
+ * asks again with is_paused, and connects. BAL_PICK_NONE and BAL_PICK_FULL
+ * as bal_pick_attempt. Worker thread (c is the worker's). */
+#define LB_PICK_PAUSED (-100)
+int lb_retry_pick(struct lb_pool *p, struct bal_cursor *c, uint64_t client_hash,
+                  const uint32_t *tried, uint32_t ntried, uint32_t nagain, bool is_paused,
+                  bool *is_again, uint32_t *pause_ms);
+
 /* ------------------------------------------------------------ session.c */
 
 #define LB_BUF_SIZE (64 * 1024)
@@ -162,10 +187,11 @@ struct lb_buf {
     char data[LB_BUF_SIZE];
 };
 
-/* Starts a session for an accepted client fd (non-blocking) of frontend fe:
- * picks a server and connects. Takes ownership of fd; on failure closes it
- * and releases the connection slot. Worker thread. */
-void lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+/* Starts a session for an accepted client fd (non-blocking) of frontend fe
+ * of generation gen (the worker's, or an older one a retiring listener
+ * still serves): picks a server and connects. Takes ownership of fd; on
+ * failure closes it and releases the connection slot. Worker thread. */
+void lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client);
 
 /* The worker's io_ev callback: runs the events of the sessions' sockets.
@@ -174,6 +200,10 @@ void lb_session_dispatch(int fd, short what, void *arg);
 /* The worker's again_ev callback: reads on where a read budget ran out,
  * and takes the batch after a full one. */
 void lb_session_on_again(int fd, short what, void *arg);
+
+/* The worker's pace_ev callback: starts the connects waiting for their
+ * turn that fit now (session.c, "pacing"). Worker thread. */
+void lb_session_on_pace(int fd, short what, void *arg);
 
 /* Closes a session at once (shutdown_timeout); one whose queue grant is on
  * the way closes when it arrives. Worker thread. */

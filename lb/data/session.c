@@ -118,11 +118,18 @@ struct lb_session {
     bool is_paused;                 /* waiting out bal_retry_pause_ms */
     bool is_syn_grace;              /* this attempt's deadline was moved
                                        past a SYN retransmission */
-    uint64_t attempt_us;            /* when this attempt's connect began */
+    uint64_t attempt_us;            /* when this socket's connect began */
+    uint64_t connect_due_ms;        /* this attempt's connect_timeout,
+                                       waiting for its turn included */
     uint64_t due_ms;                /* when the armed timer is due */
     struct lb_waiter wait;          /* QUEUED */
     const char *abort_reason;       /* aborted while its grant was on the
                                        way: closes when it arrives */
+    struct lb_session *pace_prev, *pace_next;   /* waiting for its turn
+                                                   to connect */
+    bool is_pace_waiting;           /* ... on its server's pace list */
+    bool is_pace_counted;           /* its connect counts in the window */
+    uint8_t nstalls;                /* this attempt's stalled dials */
     struct lb_session *again_next;  /* the worker's again list */
     uint8_t again;                  /* halves to read on: LB_AGAIN_* */
     bool is_done;                   /* finished; freed after the dispatch */
@@ -140,10 +147,11 @@ static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_E
 #define LB_AGAIN_UP 1
 #define LB_AGAIN_DOWN 2
 
-/* lb_session_pick: the session waits before its next attempt. */
-#define LB_PICK_PAUSED (-100)
-
 static void lb_session_connect(struct lb_session *s);
+static bool lb_session_dial(struct lb_session *s);
+static void lb_pace_done(struct lb_session *s);
+static void lb_pace_answered(struct lb_session *s);
+static void lb_pace_unlink(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(struct lb_session *s, uint32_t events);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -186,7 +194,7 @@ lb_session_client_hash(const struct sockaddr *sa)
 }
 
 void
-lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
+lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                  const struct sockaddr *client)
 {
     struct lb_pool *pool = fe->pool;
@@ -201,7 +209,7 @@ lb_session_start(struct lb_worker *w, struct lb_frontend *fe, int fd,
         return;
     }
     s->w = w;
-    s->gen = w->gen;
+    s->gen = gen;
     lb_gen_ref(s->gen);
     s->fe = fe;
     s->pool = pool;
@@ -276,7 +284,9 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     lb_session_observe_failure(s, srv);
     event_del(&s->timer);
-    close(s->sfd);                      /* before the slot goes back; leaves io_fd */
+    lb_pace_done(s);
+    if (s->sfd >= 0)
+        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
     s->sfd = -1;
     lb_queue_release_slot(s->pool, srv->index);
     s->server = NULL;
@@ -299,6 +309,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
 {
     s->state = LB_SESSION_RELAYING;
     event_del(&s->timer);
+    lb_pace_answered(s);
     atomic_fetch_add_explicit(&s->server->b->total_connections, 1, memory_order_relaxed);
     lb_ahist_observe(&s->pool->shared->connect_time, lb_mono_us() - s->attempt_us);
     /* Read before writing: no cache-line ping-pong between workers in the
@@ -325,7 +336,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
 }
 
 /* Picks a server with the worker's cursor of the session's pool and takes
- * one of its slots (bal_pick_attempt). A session that began before a reload
+ * one of its slots (lb_retry_pick). A session that began before a reload
  * retries in its own (old) pool, whose cursor the worker no longer keeps: a
  * fresh one serves for that pick. The old pool's servers share their
  * rotation flags and counts with today's (struct bal_live), so such a retry
@@ -334,6 +345,7 @@ static int
 lb_session_pick(struct lb_session *s, bool *is_again)
 {
     struct bal_cursor *c, *tmp = NULL;
+    uint32_t pause_ms;
     int idx;
 
     if (s->gen == s->w->gen) {
@@ -343,17 +355,212 @@ lb_session_pick(struct lb_session *s, bool *is_again)
         if (c == NULL)
             return BAL_PICK_NONE;
     }
-    idx = bal_pick_attempt(s->pool->bal, c, s->client_hash, s->tried, s->ntried, is_again);
-    if (idx >= 0 && *is_again && !s->is_paused) {
-        /* A server this client already tried: wait a little first, without
-         * holding its slot, so the retries of a burst spread out. */
-        lb_queue_release_slot(s->pool, (size_t)idx);
+    idx = lb_retry_pick(s->pool, c, s->client_hash, s->tried, s->ntried, s->nagain,
+                        s->is_paused, is_again, &pause_ms);
+    if (idx == LB_PICK_PAUSED) {
         s->is_paused = true;
-        idx = lb_session_arm(s, bal_retry_pause_ms(c, s->nagain + 1)) == 0 ? LB_PICK_PAUSED
-                                                                            : BAL_PICK_NONE;
+        if (lb_session_arm(s, pause_ms) != 0)
+            idx = BAL_PICK_NONE;
     }
     bal_cursor_free(tmp);
     return idx;
+}
+
+/* ---------------------------------------------------------------- pacing
+ *
+ * A worker has at most lb_pace_window() connects in flight (connect(2)
+ * issued, no answer yet) to one server; the next ones wait on the server's
+ * pace list, oldest first, each holding its server slot, and go as those
+ * in flight are answered or fail. Without it, a burst of clients becomes a
+ * burst of thousands of SYNs: a server that accepts at its own pace with a
+ * backlog of 128 drops those its accept queue has no room for, the kernel
+ * sends them all again 1 s later in one wave, and a wave larger than the
+ * server's SYN queue turns it to SYN cookies, whose handshakes complete on
+ * lb's side (counted as open, relaying) while the server, its accept queue
+ * full, drops the ACK and keeps no trace of them: the client's first bytes
+ * then wait for lb's retransmissions to find room, seconds later (README,
+ * "Connect pacing"). */
+
+/* The window, per worker, opens like TCP's slow start: LB_PACE_START
+ * connects, one more for each answered, up to a share of LB_PACE_MAX (summed
+ * over the workers: half the common backlog of 128, so that lb alone never
+ * fills a server's SYN queue). A connect with no answer after 4 times the
+ * server's smoothed connect time (at least LB_PACE_STALL_MIN_MS) lost its
+ * SYN to a full accept queue: the window halves, and the session dials
+ * again when its turn comes, first in line, instead of waiting for the
+ * kernel's retransmission 1 s later (which would come back in one wave).
+ * Each stall of the same attempt doubles its wait, as TCP backs its RTO
+ * off, so that a server whose answers slowed down (a longer path) is still
+ * reached. The attempt's connect_timeout runs from its start, waiting
+ * included. */
+#define LB_PACE_START 4
+#define LB_PACE_MAX 64
+#define LB_PACE_STALL_MIN_MS 10
+#define LB_PACE_STALL_NEW_MS 200      /* no connect answered yet */
+#define LB_PACE_BACKOFF_MAX 6         /* 64 times */
+
+struct lb_pace {
+    uint32_t in_flight;
+    uint32_t window;                /* 0: LB_PACE_START */
+    uint32_t srtt_us;               /* smoothed connect time; 0: none yet */
+    struct lb_session *head, *tail; /* waiting, oldest first */
+};
+
+static uint32_t
+lb_pace_max(const struct lb_worker *w)
+{
+    size_t n = w->daemon->nworkers;
+    uint32_t per = (uint32_t)(LB_PACE_MAX / (n ? n : 1));
+
+    return per > LB_PACE_START ? per : LB_PACE_START;
+}
+
+static uint32_t
+lb_pace_window(const struct lb_pace *p)
+{
+    return p->window != 0 ? p->window : LB_PACE_START;
+}
+
+/* When a connect of s in flight to p's server counts as stalled. */
+static uint64_t
+lb_pace_stall_ms(const struct lb_pace *p, const struct lb_session *s)
+{
+    uint64_t ms = p->srtt_us == 0 ? LB_PACE_STALL_NEW_MS : (4 * (uint64_t)p->srtt_us + 999) / 1000;
+
+    return (ms > LB_PACE_STALL_MIN_MS ? ms : LB_PACE_STALL_MIN_MS) << s->nstalls;
+}
+
+/* The worker's pace state of backend id, grown on demand (ids are small
+ * and stable, data.h). NULL when out of memory: the connect is not paced. */
+static struct lb_pace *
+lb_pace_of(struct lb_worker *w, uint32_t id)
+{
+    if (id >= w->npaces) {
+        size_t n = w->npaces ? w->npaces : 16;
+
+        while (n <= id)
+            n *= 2;
+        struct lb_pace *p = realloc(w->paces, n * sizeof(*p));
+
+        if (p == NULL)
+            return NULL;
+        memset(p + w->npaces, 0, (n - w->npaces) * sizeof(*p));
+        w->paces = p;
+        w->npaces = n;
+    }
+    return &w->paces[id];
+}
+
+void
+lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+
+    for (size_t id = 0; id < w->npaces; id++) {
+        while (w->paces[id].head != NULL &&
+               w->paces[id].in_flight < lb_pace_window(&w->paces[id])) {
+            struct lb_session *s = w->paces[id].head;
+
+            lb_pace_unlink(s);
+            /* a dial that fails at once tries the other servers, which may
+             * grow w->paces: it is looked up again each round */
+            if (!lb_session_dial(s))
+                lb_session_connect(s);
+        }
+    }
+}
+
+/* The session's connect is answered, failed or abandoned: its place in the
+ * window goes to the next waiting one, from the worker's loop (pace_ev),
+ * not from here: the caller may be walking the sessions. */
+static void
+lb_pace_done(struct lb_session *s)
+{
+    struct lb_worker *w = s->w;
+    struct lb_pace *p;
+
+    if (!s->is_pace_counted)
+        return;
+    s->is_pace_counted = false;
+    p = &w->paces[s->server->b->id];
+    p->in_flight--;
+    if (p->head != NULL)
+        event_active(w->pace_ev, EV_TIMEOUT, 0);    /* once, however often */
+}
+
+/* An answered connect: the window opens by one, and the connect time
+ * joins the server's average (as TCP's srtt, 1/8 a sample). */
+static void
+lb_pace_answered(struct lb_session *s)
+{
+    struct lb_pace *p = s->is_pace_counted ? &s->w->paces[s->server->b->id] : NULL;
+    uint64_t took = lb_mono_us() - s->attempt_us;
+
+    if (p != NULL) {
+        p->srtt_us = p->srtt_us == 0 ? (uint32_t)took
+                                     : (uint32_t)((7 * (uint64_t)p->srtt_us + took) / 8);
+        if (lb_pace_window(p) < lb_pace_max(s->w))
+            p->window = lb_pace_window(p) + 1;
+    }
+    lb_pace_done(s);
+}
+
+/* Puts the session on its server's pace list, first in line when it had
+ * its turn already (stalled). */
+static void
+lb_pace_wait(struct lb_session *s, struct lb_pace *p, bool at_head)
+{
+    s->is_pace_waiting = true;
+    s->pace_prev = at_head ? NULL : p->tail;
+    s->pace_next = at_head ? p->head : NULL;
+    if (s->pace_prev != NULL)
+        s->pace_prev->pace_next = s;
+    else
+        p->head = s;
+    if (s->pace_next != NULL)
+        s->pace_next->pace_prev = s;
+    else
+        p->tail = s;
+}
+
+/* Takes a waiting session off its server's pace list (its turn came, its
+ * connect_timeout ran out, or it ended). */
+static void
+lb_pace_unlink(struct lb_session *s)
+{
+    struct lb_pace *p = &s->w->paces[s->server->b->id];
+
+    if (s->pace_prev != NULL)
+        s->pace_prev->pace_next = s->pace_next;
+    else
+        p->head = s->pace_next;
+    if (s->pace_next != NULL)
+        s->pace_next->pace_prev = s->pace_prev;
+    else
+        p->tail = s->pace_prev;
+    s->pace_prev = s->pace_next = NULL;
+    s->is_pace_waiting = false;
+}
+
+/* The connect in flight got no answer in lb_pace_stall_ms: its SYN was
+ * most likely dropped. The window halves and the session dials again in
+ * its turn. */
+static void
+lb_pace_stalled(struct lb_session *s)
+{
+    struct lb_pace *p = &s->w->paces[s->server->b->id];
+    uint64_t now = lb_mono_ms();
+
+    p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
+    if (s->nstalls < LB_PACE_BACKOFF_MAX)
+        s->nstalls++;
+    close(s->sfd);                      /* leaves io_fd */
+    s->sfd = -1;
+    lb_pace_done(s);
+    lb_pace_wait(s, p, true);
+    event_active(s->w->pace_ev, EV_TIMEOUT, 0);
+    if (lb_session_arm(s, s->connect_due_ms > now ? s->connect_due_ms - now : 0) != 0)
+        lb_session_finish(s, "event_add failed");
 }
 
 /* Connects to server idx of the pool, whose slot the session holds.
@@ -363,14 +570,34 @@ lb_session_pick(struct lb_session *s, bool *is_again)
 static bool
 lb_session_try(struct lb_session *s, int idx)
 {
-    const struct conf_pool *pc = s->pool->conf;
     struct lb_server *srv = &s->pool->servers[idx];
-    char qbuf[128];
-    int fd;
 
     s->is_paused = false;
     s->tried[s->ntried++] = (uint32_t)idx;
     s->server = srv;
+
+    struct lb_pace *p = lb_pace_of(s->w, srv->b->id);
+
+    s->connect_due_ms = lb_mono_ms() + s->pool->conf->connect_timeout_ms;
+    s->nstalls = 0;
+    if (p != NULL && (p->in_flight >= lb_pace_window(p) || p->head != NULL)) {
+        /* Its turn comes from lb_session_on_pace; the slot stays held, so
+         * the server's counts and max_connections see it. */
+        lb_pace_wait(s, p, false);
+        if (lb_session_arm(s, s->pool->conf->connect_timeout_ms) != 0)
+            lb_session_finish(s, "event_add failed");
+        return true;
+    }
+    return lb_session_dial(s);
+}
+
+/* The connect itself, to s->server (try above). Same returns. */
+static bool
+lb_session_dial(struct lb_session *s)
+{
+    struct lb_server *srv = s->server;
+    char qbuf[128];
+    int fd;
 
     fd = socket(srv->conf->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -386,6 +613,10 @@ lb_session_try(struct lb_session *s, int idx)
     s->attempt_us = lb_mono_us();
     s->is_syn_grace = false;
     lb_session_nodelay(fd);
+    if (s->server->b->id < s->w->npaces) {
+        s->is_pace_counted = true;
+        s->w->paces[s->server->b->id].in_flight++;
+    }
     if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1)
             lb_session_finish(s, "epoll_ctl failed");
@@ -396,8 +627,12 @@ lb_session_try(struct lb_session *s, int idx)
     if (errno == EINPROGRESS) {
         /* The socket turns writable when the connect is done, either way;
          * the same registration then serves the relay. */
+        uint64_t now = lb_mono_ms();
+        uint64_t left = s->connect_due_ms > now ? s->connect_due_ms - now : 0;
+        uint64_t stall = s->is_pace_counted ? lb_pace_stall_ms(&s->w->paces[srv->b->id], s) : left;
+
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1 ||
-            lb_session_arm(s, pc->connect_timeout_ms) != 0)
+            lb_session_arm(s, stall < left ? stall : left) != 0)
             lb_session_finish(s, "epoll_ctl failed");
         return true;
     }
@@ -586,6 +821,15 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_session_finish(s, "queue timeout");
         return;
     }
+    if (s->state == LB_SESSION_CONNECTING && s->is_pace_waiting) {
+        /* connect_timeout ran out before its turn came */
+        lb_pace_unlink(s);
+        snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
+                 (unsigned long long)s->pool->conf->connect_timeout_ms);
+        lb_session_connect_failed(s, msg);
+        lb_session_connect(s);
+        return;
+    }
     if (s->state == LB_SESSION_CONNECTING && s->sfd < 0) {
         lb_session_connect(s);          /* the pause before a retry is over */
         return;
@@ -598,6 +842,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
 
         if (ready & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
             lb_session_on_connect(s, ready);
+            return;
+        }
+        if (now < s->connect_due_ms && s->is_pace_counted && !s->is_syn_grace) {
+            lb_pace_stalled(s);
             return;
         }
         if (lb_session_syn_grace(s))
@@ -1050,6 +1298,9 @@ lb_session_finish(struct lb_session *s, const char *reason)
     lb_ahist_observe(&s->pool->shared->session_duration, (lb_mono_ms() - s->started_ms) * 1000);
     if (s->again != 0)
         lb_session_again_unlink(s);
+    if (s->is_pace_waiting)
+        lb_pace_unlink(s);
+    lb_pace_done(s);
     /* The server's socket closes before its slot is given back, so that a
      * server with max_connections never has one more open, even for the
      * moment a grant takes. The counts drop before the client's socket

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,15 +42,47 @@
 /* Workers that share a CPU hand it over at least this often (see
  * lb_worker_take_turns). */
 #define LB_WORKER_TURN_US 1000
+/* A listener that closes first stops taking new handshakes, then accepts
+ * for this long what is queued and what completes meanwhile: a handshake
+ * under way needs one round trip to end (see lb_worker_listener_retire). */
+#define LB_LISTENER_CLOSE_GRACE_MS 100
 
-/* A worker's accept event on its socket of one frontend's address. */
+/* A worker's accept event on its socket of one frontend's address. A
+ * listener being closed ("retiring") is a copy of its own on the worker's
+ * retiring list, which owns the socket and a reference on the generation
+ * of fe until it closes. */
 struct lb_listener {
     struct lb_worker *w;
     struct lb_frontend *fe;
+    struct lb_gen *gen;                 /* of fe: the worker's while current
+                                           (no reference of its own), one
+                                           reference once retiring */
     struct lb_listen *listen;           /* NULL once closed or taken over */
     int fd;
     struct event *ev;
+    struct lb_listener *next;           /* the retiring list */
+    uint64_t close_at_ms;               /* retiring: its grace ends */
     bool is_enabled;
+    bool is_retiring;
+};
+
+/* What one batch of accepts found. */
+enum lb_accept_result {
+    LB_ACCEPT_EMPTY = 0,                /* the queue is empty */
+    LB_ACCEPT_MORE,                     /* the batch ended: look again */
+    LB_ACCEPT_PAUSED,                   /* at the cap or out of descriptors */
+};
+
+/* For a retiring listener (a socket filter sees a TCP segment from its
+ * header on): drops a SYN without ACK, a new handshake, which the client
+ * sends again 1 s later and then finds the port closed (refused); keeps
+ * everything else, among them the ACKs that complete handshakes under way. */
+static struct sock_filter lb_listener_syn_drop[] = {
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),         /* the TCP flags */
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12),      /* SYN | ACK */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, 0),                   /* a SYN alone: drop */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),          /* keep */
 };
 
 static void lb_worker_on_accept(evutil_socket_t fd, short what, void *arg);
@@ -57,7 +90,9 @@ static void lb_worker_on_msgs(void *msgs, size_t n, void *arg);
 static void lb_worker_on_switch_retry(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_on_drain_timer(evutil_socket_t fd, short what, void *arg);
+static void lb_worker_on_retire_timer(evutil_socket_t fd, short what, void *arg);
 static void lb_worker_sync_listeners(struct lb_worker *w);
+static enum lb_accept_result lb_listener_accept(struct lb_listener *l);
 
 /* ------------------------------------------------------------- the limit */
 
@@ -67,6 +102,7 @@ static void lb_worker_sync_listeners(struct lb_worker *w);
 static struct lb_log_limit lb_limit_pause_log = LB_LOG_LIMIT(1);
 static struct lb_log_limit lb_limit_resume_log = LB_LOG_LIMIT(1);
 static struct lb_log_limit lb_accept_failed_log = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_listener_filter_log = LB_LOG_LIMIT(1);
 
 static void
 lb_worker_pipe_close(struct lb_pipe *p)
@@ -144,6 +180,7 @@ lb_worker_listeners_build(struct lb_worker *w, struct lb_gen *g,
 
         l->w = w;
         l->fe = &g->frontends[i];
+        l->gen = g;
         l->listen = l->fe->listen;
         l->fd = l->listen->fds[w->id];
         for (size_t k = 0; k < nold; k++) {
@@ -198,9 +235,11 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->retry_accept_ev = evtimer_new(w->base, lb_worker_on_retry_accept, w);
     w->drain_ev = evtimer_new(w->base, lb_worker_on_drain_timer, w);
     w->switch_retry_ev = evtimer_new(w->base, lb_worker_on_switch_retry, w);
+    w->retire_ev = evtimer_new(w->base, lb_worker_on_retire_timer, w);
+    w->pace_ev = event_new(w->base, -1, 0, lb_session_on_pace, w);
     w->cursors = calloc(c->npools ? c->npools : 1, sizeof(*w->cursors));
     if (w->mailbox == NULL || w->retry_accept_ev == NULL || w->drain_ev == NULL ||
-        w->switch_retry_ev == NULL ||
+        w->switch_retry_ev == NULL || w->retire_ev == NULL || w->pace_ev == NULL ||
         w->cursors == NULL || lb_worker_listeners_build(w, g, NULL, 0) == -1) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -283,8 +322,100 @@ lb_worker_start(struct lb_worker *w)
     return 0;
 }
 
-/* Stops accepting and closes this worker's socket of each listener in
- * ls (those not taken over by a newer set). */
+/* The worker's loop ends once it stops and nothing is left to serve:
+ * no session, no listener still accepting what was queued. */
+static void
+lb_worker_exit_if_done(struct lb_worker *w)
+{
+    if (w->is_stopping && w->nsessions == 0 && w->retiring == NULL)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void
+lb_worker_retire_arm(struct lb_worker *w)
+{
+    uint64_t now = lb_mono_ms(), next = 0;
+
+    for (struct lb_listener *r = w->retiring; r != NULL; r = r->next) {
+        if (next == 0 || r->close_at_ms < next)
+            next = r->close_at_ms;
+    }
+    event_del(w->retire_ev);
+    if (next != 0) {
+        struct timeval tv = lb_tv_ms(next > now ? next - now : 0);
+
+        event_add(w->retire_ev, &tv);
+    }
+}
+
+/* Closes a retiring listener for good: what its queue still holds is
+ * reset by the kernel (only at shutdown_timeout, or in fini). */
+static void
+lb_worker_retired_close(struct lb_worker *w, struct lb_listener *r)
+{
+    struct lb_listener **p = &w->retiring;
+
+    while (*p != r)
+        p = &(*p)->next;
+    *p = r->next;
+    if (r->ev != NULL)
+        event_free(r->ev);
+    close(r->fd);
+    lb_gen_unref(r->gen);
+    free(r);
+}
+
+/* Closing a listening socket resets the connections in its accept queue,
+ * and those in the middle of their handshake (with SO_REUSEPORT each
+ * worker's socket has a queue of its own), although their clients'
+ * connect() succeeded. So a listener closes in two steps: a socket filter
+ * stops new handshakes (their clients are refused at their SYN's
+ * retransmission), and the listener accepts on, serving what is queued and
+ * what completes, until LB_LISTENER_CLOSE_GRACE_MS has passed and its
+ * queue is empty; at the connection cap it waits for slots like any
+ * listener. Nginx and HAProxy close at once and lose those connections
+ * unless the socket lives on in another process (a hand-over, HAProxy's
+ * -x); Linux's tcp_migrate_req moves them only to another socket of the
+ * same group, and none is left here.
+ *
+ * l's socket moves to a copy on the worker's retiring list (false when out
+ * of memory: the caller closes it at once). Worker thread. */
+static bool
+lb_worker_listener_retire(struct lb_worker *w, struct lb_listener *l)
+{
+    struct sock_fprog prog = { .len = sizeof(lb_listener_syn_drop) / sizeof(lb_listener_syn_drop[0]),
+                               .filter = lb_listener_syn_drop };
+    struct lb_listener *r = malloc(sizeof(*r));
+    char qbuf[128];
+
+    if (r == NULL)
+        return false;
+    *r = *l;
+    r->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, r);
+    if (r->ev == NULL) {
+        free(r);
+        return false;
+    }
+    if (setsockopt(l->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == -1)
+        lb_log_limited(&lb_listener_filter_log, CONF_LOG_WARN, "listener_filter_failed",
+                       "frontend=%s error=%s detail=\"new connections are taken until the listener closes\"",
+                       l->fe->conf->name, lb_log_quote(qbuf, sizeof(qbuf), strerror(errno)));
+    lb_gen_ref(r->gen);
+    r->is_retiring = true;
+    r->is_enabled = false;
+    r->listen = NULL;
+    r->close_at_ms = lb_mono_ms() + LB_LISTENER_CLOSE_GRACE_MS;
+    r->next = w->retiring;
+    w->retiring = r;
+    lb_worker_retire_arm(w);
+    return true;
+}
+
+/* Stops accepting on this worker's socket of each listener in ls (those
+ * not taken over by a newer set): retires it (above), or closes it at
+ * once after a hand-over (the new process accepts from the same socket:
+ * nothing is lost, and a filter would stop its listener too) or past
+ * shutdown_timeout. The caller syncs the listeners afterwards. */
 static void
 lb_worker_listeners_close(struct lb_worker *w, struct lb_listener *ls, size_t n)
 {
@@ -295,12 +426,40 @@ lb_worker_listeners_close(struct lb_worker *w, struct lb_listener *ls, size_t n)
             event_free(l->ev);
         l->ev = NULL;
         if (l->listen != NULL && l->listen->fds[w->id] >= 0) {
-            close(l->listen->fds[w->id]);
+            if (w->is_handed_over || w->is_forced || !lb_worker_listener_retire(w, l))
+                close(l->listen->fds[w->id]);
+            /* the retiring copy owns the socket now: the listen set never
+             * closes it */
             l->listen->fds[w->id] = -1;
         }
         l->listen = NULL;
         l->is_enabled = false;
     }
+}
+
+static void
+lb_worker_on_retire_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_worker *w = arg;
+    uint64_t now = lb_mono_ms();
+
+    for (struct lb_listener *r = w->retiring, *next; r != NULL; r = next) {
+        enum lb_accept_result res;
+
+        next = r->next;
+        if (r->close_at_ms > now)
+            continue;
+        do {
+            res = lb_listener_accept(r);
+        } while (res == LB_ACCEPT_MORE);
+        if (res == LB_ACCEPT_EMPTY)
+            lb_worker_retired_close(w, r);
+        else                            /* paused: look again later, or its */
+            r->close_at_ms = now + LB_LISTENER_CLOSE_GRACE_MS;  /* accept event
+                                           finds the queue empty first */
+    }
+    lb_worker_retire_arm(w);
+    lb_worker_exit_if_done(w);
 }
 
 static void
@@ -351,8 +510,7 @@ lb_worker_switch(struct lb_worker *w, struct lb_gen *ng)
     w->gen = ng;
     if (w->is_stopping)
         lb_worker_close_listeners(w);
-    else
-        lb_worker_sync_listeners(w);
+    lb_worker_sync_listeners(w);        /* the retiring ones too */
     return true;
 }
 
@@ -408,10 +566,22 @@ lb_worker_fini(struct lb_worker *w)
     if (w->switch_pending != NULL)
         lb_gen_unref(w->switch_pending);
     w->switch_pending = NULL;
+    w->is_forced = true;                /* the thread is gone: close at once */
     if (w->gen != NULL) {
         lb_worker_close_listeners(w);
         lb_worker_cursors_free(w);
     }
+    while (w->retiring != NULL)
+        lb_worker_retired_close(w, w->retiring);
+    if (w->retire_ev != NULL)
+        event_free(w->retire_ev);
+    w->retire_ev = NULL;
+    if (w->pace_ev != NULL)
+        event_free(w->pace_ev);
+    w->pace_ev = NULL;
+    free(w->paces);
+    w->paces = NULL;
+    w->npaces = 0;
     free(w->listeners);
     w->listeners = NULL;
     while (w->free_bufs != NULL) {
@@ -479,28 +649,34 @@ lb_workers_post(struct lb_daemon *d, enum lb_worker_msg_kind kind)
 /* ------------------------------------------------------------- accepting */
 
 static void
-lb_worker_sync_listeners(struct lb_worker *w)
+lb_listener_enable(struct lb_listener *l, bool want)
 {
-    bool want = !w->is_stopping && !w->is_accept_paused_emfile &&
-                !atomic_load(&w->daemon->limit.paused);
-
-    for (size_t i = 0; i < w->nlisteners; i++) {
-        struct lb_listener *l = &w->listeners[i];
-
-        if (l->ev == NULL || l->is_enabled == want)
-            continue;
-        if (want)
-            event_add(l->ev, NULL);
-        else
-            event_del(l->ev);
-        l->is_enabled = want;
-    }
+    if (l->ev == NULL || l->is_enabled == want)
+        return;
+    if (want)
+        event_add(l->ev, NULL);
+    else
+        event_del(l->ev);
+    l->is_enabled = want;
 }
 
+/* Accepts where the cap and the descriptors allow; a stopping worker's
+ * only listeners are the retiring ones. */
 static void
-lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
+lb_worker_sync_listeners(struct lb_worker *w)
 {
-    struct lb_listener *l = arg;
+    bool can = !w->is_accept_paused_emfile && !atomic_load(&w->daemon->limit.paused);
+
+    for (size_t i = 0; i < w->nlisteners; i++)
+        lb_listener_enable(&w->listeners[i], can && !w->is_stopping);
+    for (struct lb_listener *r = w->retiring; r != NULL; r = r->next)
+        lb_listener_enable(r, can);
+}
+
+/* One batch of accepts on l. */
+static enum lb_accept_result
+lb_listener_accept(struct lb_listener *l)
+{
     struct lb_worker *w = l->w;
     struct lb_daemon *d = w->daemon;
     char qbuf[128];
@@ -515,15 +691,17 @@ lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
         if (!lb_limit_reserve(&d->limit)) {
             lb_worker_sync_listeners(w);    /* this worker at once */
             lb_limit_pause(d);
-            return;
+            return LB_ACCEPT_PAUSED;
         }
-        cfd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        cfd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (cfd < 0) {
             int err = errno;
 
             lb_limit_release(d);
-            if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
-                return;
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                return LB_ACCEPT_EMPTY;
+            if (err == EINTR)
+                return LB_ACCEPT_MORE;
             if (err == ECONNABORTED)
                 continue;
             /* Out of descriptors or memory: the listener stays readable, so
@@ -537,9 +715,25 @@ lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
             lb_worker_sync_listeners(w);
             struct timeval tv = { 0, LB_WORKER_EMFILE_PAUSE_MS * 1000 };
             event_add(w->retry_accept_ev, &tv);
-            return;
+            return LB_ACCEPT_PAUSED;
         }
-        lb_session_start(w, l->fe, cfd, (struct sockaddr *)&ss);
+        lb_session_start(w, l->gen, l->fe, cfd, (struct sockaddr *)&ss);
+    }
+    return LB_ACCEPT_MORE;
+}
+
+static void
+lb_worker_on_accept(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_listener *l = arg;
+
+    if (lb_listener_accept(l) == LB_ACCEPT_EMPTY && l->is_retiring &&
+        lb_mono_ms() >= l->close_at_ms) {
+        struct lb_worker *w = l->w;
+
+        lb_worker_retired_close(w, l);      /* frees l */
+        lb_worker_retire_arm(w);
+        lb_worker_exit_if_done(w);
     }
 }
 
@@ -557,8 +751,7 @@ lb_worker_on_retry_accept(evutil_socket_t fd, short what, void *arg)
 void
 lb_worker_session_gone(struct lb_worker *w)
 {
-    if (w->is_stopping && w->nsessions == 0)
-        event_base_loopexit(w->base, NULL);
+    lb_worker_exit_if_done(w);
 }
 
 /* Closes the sessions whose server's drain deadline has passed, and arms
@@ -608,16 +801,23 @@ lb_worker_on_msgs(void *msgs, size_t n, void *arg)
             lb_worker_switch_to(w, m[i].gen);
             break;
         case LB_WORKER_STOP:
+        case LB_WORKER_STOP_HANDED_OVER:
             if (w->is_stopping)
                 break;
             /* Closing (not just disabling) the sockets makes the kernel
-             * refuse new connections at once. */
+             * refuse new connections (once retired, lb_worker_listeners_close). */
             w->is_stopping = true;
+            w->is_handed_over = m[i].kind == LB_WORKER_STOP_HANDED_OVER;
             lb_worker_close_listeners(w);
-            event_del(w->retry_accept_ev);
             break;
         case LB_WORKER_FORCE: {
             uint64_t closed = 0;
+
+            /* shutdown_timeout: what the listeners still hold is reset */
+            w->is_forced = true;
+            while (w->retiring != NULL)
+                lb_worker_retired_close(w, w->retiring);
+            event_del(w->retire_ev);
 
             /* A session whose queue grant is on the way stays until the
              * grant arrives (lb_session_abort), so walk rather than pop. */
@@ -641,12 +841,8 @@ lb_worker_on_msgs(void *msgs, size_t n, void *arg)
     }
     if (is_drain)
         lb_worker_drain_scan(w);
-    if (w->is_stopping) {
-        if (w->nsessions == 0)
-            event_base_loopexit(w->base, NULL);
-        return;
-    }
     lb_worker_sync_listeners(w);
+    lb_worker_exit_if_done(w);
 }
 
 /* --------------------------------------------------------------- buffers */

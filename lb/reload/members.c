@@ -28,7 +28,7 @@
 #include "reload_int.h"
 #include "state.h"
 #include "tier.h"
-#include "discover.h"
+#include "dsc_dns.h"
 
 /* The weight a discovered server gets at most (SRV weights go to 65535). */
 #define LB_MEMBERS_WEIGHT_MAX 256
@@ -300,25 +300,17 @@ static int
 lb_members_spec(const struct conf_pool *p, struct dsc_spec *spec, char *err, size_t errlen)
 {
     memset(spec, 0, sizeof(*spec));
-    spec->kind = p->discover == CONF_DISCOVER_DNS_A ? DSC_KIND_A : DSC_KIND_SRV;
+    spec->source = p->discover == CONF_DISCOVER_DNS_A ? &dsc_dns_a : &dsc_dns_srv;
     snprintf(spec->name, sizeof(spec->name), "%s", p->discover_name);
     spec->port = (uint16_t)p->discover_port;
     spec->interval_ms = p->discover_interval_ms;
     if (p->discover_resolver.len != 0) {
-        memcpy(&spec->resolver, &p->discover_resolver.ss, p->discover_resolver.len);
-        spec->resolver_len = p->discover_resolver.len;
+        memcpy(&spec->endpoint, &p->discover_resolver.ss, p->discover_resolver.len);
+        spec->endpoint_len = p->discover_resolver.len;
         return 0;
     }
-    return dsc_resolver_from_file("/etc/resolv.conf", &spec->resolver, &spec->resolver_len, err,
+    return dsc_resolver_from_file("/etc/resolv.conf", &spec->endpoint, &spec->endpoint_len, err,
                                   errlen);
-}
-
-static bool
-lb_members_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b)
-{
-    return a->kind == b->kind && strcasecmp(a->name, b->name) == 0 && a->port == b->port &&
-           a->interval_ms == b->interval_ms && a->resolver_len == b->resolver_len &&
-           memcmp(&a->resolver, &b->resolver, a->resolver_len) == 0;
 }
 
 /* After a commit: one discovery per pool of c that asks for it, kept when
@@ -361,11 +353,15 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
                    lb_log_quote(qbuf, sizeof(qbuf), err));
             continue;
         }
-        if (m->dsc != NULL && lb_members_spec_equal(dsc_spec_of(m->dsc), &spec))
+        if (m->dsc != NULL && dsc_spec_equal(dsc_spec_of(m->dsc), &spec))
             continue;
         dsc_free(m->dsc);
-        if ((m->dsc = dsc_new(d->base, &spec, lb_members_on_result, m)) == NULL)
+        if ((m->dsc = dsc_new(d->base, &spec, lb_members_on_result, m)) == NULL ||
+            dsc_start(m->dsc) != 0) {
+            dsc_free(m->dsc);
+            m->dsc = NULL;
             lb_log(CONF_LOG_ERROR, "discover_failed", "pool=%s error=\"cannot start\"", p->name);
+        }
     }
     for (size_t i = 0; i < d->reload->nmembers;) {
         if (!d->reload->members[i]->is_seen) {

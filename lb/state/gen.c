@@ -45,9 +45,12 @@ lb_backend_unref(struct lb_backend *b)
 }
 
 /* A new server's health: a fresh start serves it at once, a reload only
- * after its first passing probe; a server without a check is simply up. */
+ * after its first passing probe; a server without a check is simply up.
+ * Its operator inputs: none, at its configured weight (the admin API's 0
+ * is set before the first decision: lb_members_weigh_gen). */
 static struct lb_backend *
-lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
+lb_backend_new(const struct conf_pool *cp, const struct conf_server *cs, uint32_t id,
+               bool is_reload)
 {
     struct lb_backend *b = calloc(1, sizeof(*b));
 
@@ -55,6 +58,7 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
         return NULL;
     atomic_init(&b->refs, 1);
     b->id = id;
+    b->op.weight = cs->weight;
     b->beat = BAL_BEAT_PASS;            /* until a report says otherwise */
     if (cp->check == CONF_CHECK_NONE) {
         bal_health_init(&b->health, cp->rise, cp->fall);
@@ -296,7 +300,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
         if (b != NULL)
             atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
         else
-            b = lb_backend_new(cp, (*next_id)++, old != NULL);
+            b = lb_backend_new(cp, &cp->servers[i], (*next_id)++, old != NULL);
         if (b == NULL)
             goto out;
         srv->b = b;

@@ -84,7 +84,9 @@ lb_tier_stop(struct lb_daemon *d, const char *signame)
     /* After a hand-over the service is the new process's: not stopping. */
     if (!d->is_handed_over && lb_net_notify("STOPPING=1") == -1)
         lb_log(CONF_LOG_WARN, "notify_failed", "error=\"%s\"", strerror(errno));
-    lb_workers_post(d, LB_WORKER_STOP);
+    /* After a hand-over the listening sockets live on in the new process,
+     * which accepts what their queues hold. */
+    lb_workers_post(d, d->is_handed_over ? LB_WORKER_STOP_HANDED_OVER : LB_WORKER_STOP);
     t->shutdown_timer_ev = evtimer_new(d->base, lb_tier_on_shutdown_timeout, d);
     tv.tv_sec = (time_t)(ms / 1000);
     tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;

@@ -13,7 +13,10 @@
  * 400); and what a route promises can be seen in the bytes: a head that
  * ends, a request line "METHOD /target HTTP/1.x", no NUL or
  * Transfer-Encoding in the head, the method the route wants, the token
- * when one is set, and pool and server names that are path segments.
+ * when one is set, pool and server names that are path segments, and the
+ * path's last word for a write (an action's name, /weight, ...). A 405's
+ * Allow is a list of methods without the one sent, and its message names
+ * the first.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -135,6 +138,19 @@ fuzz_has_bearer(const char *headers, size_t hlen, const char *token)
     return strncasecmp(auth, "bearer ", 7) == 0;
 }
 
+/* indexed by enum lb_admin_action: the README's words, not the table's */
+static const char *const fuzz_actions[] = { "/enable", "/drain", "/disable" };
+
+/* The path of target[0..end) (its query left out) ends with tail. */
+static bool
+fuzz_path_ends(const char *target, const char *end, const char *tail)
+{
+    const char *q = memchr(target, '?', (size_t)(end - target));
+    size_t n = strlen(tail), len = (size_t)((q != NULL ? q : end) - target);
+
+    return len >= n && memcmp(target + len - n, tail, n) == 0;
+}
+
 static void
 fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
                  const struct lb_admin_verdict *v)
@@ -184,10 +200,17 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
             FUZZ_CHECK(strncmp(sp1 + 1, "/pools/", 7) == 0);
             fuzz_check_name(v->pool, sp1 + 1, (size_t)(sp2 - sp1 - 1));
         }
-        if (v->route == LB_ADMIN_ROUTE_ACTION) {
+        if (v->route != LB_ADMIN_ROUTE_RELOAD && v->route != LB_ADMIN_ROUTE_SERVER_ADD)
             fuzz_check_name(v->server, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+        if (v->route == LB_ADMIN_ROUTE_ACTION) {
             FUZZ_CHECK(v->action <= LB_ADMIN_ACTION_DISABLE);
+            FUZZ_CHECK(fuzz_path_ends(sp1 + 1, sp2, fuzz_actions[v->action]));
         }
+        /* the path's last segment names the write */
+        FUZZ_CHECK(v->route != LB_ADMIN_ROUTE_SERVER_ADD || fuzz_path_ends(sp1 + 1, sp2, "/servers"));
+        FUZZ_CHECK(v->route != LB_ADMIN_ROUTE_SERVER_WEIGHT || fuzz_path_ends(sp1 + 1, sp2, "/weight"));
+        FUZZ_CHECK(v->route != LB_ADMIN_ROUTE_HEARTBEAT ||
+                   fuzz_path_ends(sp1 + 1, sp2, "/heartbeat"));
         break;
     case LB_ADMIN_ROUTE_POOL:
     case LB_ADMIN_ROUTE_SERVER:
@@ -198,9 +221,12 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
         fuzz_check_name(v->pool, sp1 + 1, (size_t)(sp2 - sp1 - 1));
         if (v->route == LB_ADMIN_ROUTE_SERVER)
             fuzz_check_name(v->server, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+        else
+            FUZZ_CHECK(v->server[0] == '\0');
         break;
     default:
         FUZZ_CHECK(v->route >= LB_ADMIN_ROUTE_DASHBOARD && v->route <= LB_ADMIN_ROUTE_READY);
+        FUZZ_CHECK(v->pool[0] == '\0' && v->server[0] == '\0');
         FUZZ_CHECK((sp1 - raw == 3 && memcmp(raw, "GET", 3) == 0) ||
                    (sp1 - raw == 4 && memcmp(raw, "HEAD", 4) == 0));
         FUZZ_CHECK(v->is_head == (raw[0] == 'H'));
@@ -208,17 +234,49 @@ fuzz_check_route(const struct conf_admin *a, const char *raw, size_t len,
     }
 }
 
+/* A 405's Allow: "M, M, ...", methods, HEAD right after GET, not the
+ * method sent (raw[0..mlen)); its error says to use the first. */
 static void
-fuzz_check_refusal(const struct lb_admin_verdict *v)
+fuzz_check_allow(const struct lb_admin_verdict *v, const char *raw, size_t mlen)
 {
+    char use[64];
+    size_t first = strcspn(v->allow, ",");
+
+    fuzz_check_literal(v->allow);
+    for (const char *m = v->allow; *m != '\0';) {
+        size_t n = strcspn(m, ",");
+
+        FUZZ_CHECK(n > 0);
+        for (size_t i = 0; i < n; i++)
+            FUZZ_CHECK(m[i] >= 'A' && m[i] <= 'Z');
+        FUZZ_CHECK(!(n == mlen && memcmp(m, raw, n) == 0));
+        if (n == 3 && memcmp(m, "GET", 3) == 0)
+            FUZZ_CHECK(strncmp(m + n, ", HEAD", 6) == 0);
+        m += n;
+        if (*m != '\0') {
+            FUZZ_CHECK(m[1] == ' ');
+            m += 2;
+        }
+    }
+    snprintf(use, sizeof(use), "method not allowed: use %.*s", (int)first, v->allow);
+    FUZZ_CHECK(strcmp(v->error, use) == 0);
+}
+
+static void
+fuzz_check_refusal(const struct lb_admin_verdict *v, const char *raw, size_t len)
+{
+    const char *sp = memchr(raw, ' ', len);
+
     FUZZ_CHECK(v->status == 400 || v->status == 401 || v->status == 403 ||
                v->status == 404 || v->status == 405);
     fuzz_check_literal(v->reason);
     fuzz_check_literal(v->error);
     FUZZ_CHECK(!v->must_close || v->status == 400);
     FUZZ_CHECK((v->allow != NULL) == (v->status == 405));
-    if (v->allow != NULL)
-        fuzz_check_literal(v->allow);
+    if (v->allow != NULL) {
+        FUZZ_CHECK(sp != NULL);
+        fuzz_check_allow(v, raw, (size_t)(sp - raw));
+    }
     FUZZ_CHECK(v->is_auth_challenge == (v->status == 401));
 }
 
@@ -241,8 +299,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lb_admin_request_check(&a, raw, len, &again);
     FUZZ_CHECK(v.route == again.route && v.status == again.status &&
                v.must_close == again.must_close && v.is_head == again.is_head);
+    FUZZ_CHECK(v.route < LB_ADMIN_ROUTE_COUNT);
     if (v.route == LB_ADMIN_ROUTE_REFUSED) {
-        fuzz_check_refusal(&v);
+        fuzz_check_refusal(&v, raw, len);
         FUZZ_CHECK(strcmp(v.error, again.error) == 0);
     } else {
         FUZZ_CHECK(!v.must_close && v.allow == NULL && !v.is_auth_challenge);

@@ -12,7 +12,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "discover.h"
+#include "dsc_dns.h"
 #include "fuzz.h"
 
 static const char qname[] = "_web._tcp.svc.test";

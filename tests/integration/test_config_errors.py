@@ -150,6 +150,21 @@ class ConfigErrorsTest(LbTestCase):
         lines[n - 1] = "balance = fastest"
         self.assertOneProblem(self.write(lines), n, ["balance", "fastest"])
 
+    def test_short_check_interval(self):
+        # check_interval = 200ms alone is accepted: the default check_timeout
+        # (1s) follows a shorter interval, as HAProxy's "timeout check" does
+        # when unset (test_health_short_interval checks the probes' 200 ms).
+        lines = base_lines()
+        lines[line_of(lines, "check =") - 1] = "check = tcp"
+        lines.append("check_interval = 200ms")
+        code, out, err = lb_test(self.write(lines))
+        self.assertEqual((code, out.strip()), (0, "configuration OK"), f"stderr: {err!r}")
+        # An explicit check_timeout longer than the interval stays an error,
+        # at the timeout's line.
+        lines.append("check_timeout = 1s")
+        msg = self.assertOneProblem(self.write(lines), len(lines), ["check_timeout"])
+        self.assertEqual(msg, "pool web: check_timeout 1s is longer than check_interval 200ms")
+
     def test_check_reuse_needs_http(self):
         # check_reuse = on is accepted with http and https checks ...
         for check in ("http", "https"):

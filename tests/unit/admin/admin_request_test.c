@@ -496,6 +496,110 @@ test_token(void)
     CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_RELOAD);
 }
 
+/* Every endpoint of the README's table, as a client writes it: the route,
+ * the names the path gives, the action; a GET answers HEAD; a query is
+ * not part of the path; a route without a body kind reads none. */
+static void
+test_route_table(void)
+{
+    static const struct {
+        const char *method, *path;
+        enum lb_admin_route route;
+        const char *pool, *server;
+        int action;                 /* -1: not an action */
+    } cases[] = {
+        { "GET", "/", LB_ADMIN_ROUTE_DASHBOARD, "", "", -1 },
+        { "HEAD", "/stats", LB_ADMIN_ROUTE_STATS, "", "", -1 },
+        { "GET", "/metrics?name[]=x", LB_ADMIN_ROUTE_METRICS, "", "", -1 },
+        { "HEAD", "/healthz", LB_ADMIN_ROUTE_HEALTHZ, "", "", -1 },
+        { "HEAD", "/ready", LB_ADMIN_ROUTE_READY, "", "", -1 },
+        { "POST", "/reload?now", LB_ADMIN_ROUTE_RELOAD, "", "", -1 },
+        { "GET", "/pools/web?x=1", LB_ADMIN_ROUTE_POOL, "web", "", -1 },
+        { "HEAD", "/pools/web/servers", LB_ADMIN_ROUTE_POOL, "web", "", -1 },
+        { "HEAD", "/pools/web/servers/web1", LB_ADMIN_ROUTE_SERVER, "web", "web1", -1 },
+        { "GET", "/pools/servers/servers/servers", LB_ADMIN_ROUTE_SERVER, "servers", "servers",
+          -1 },
+        { "DELETE", "/pools/web/servers/web9", LB_ADMIN_ROUTE_SERVER_DELETE, "web", "web9", -1 },
+        { "POST", "/pools/web/servers/web1/enable", LB_ADMIN_ROUTE_ACTION, "web", "web1",
+          LB_ADMIN_ACTION_ENABLE },
+        { "POST", "/pools/web/servers/web1/drain?x", LB_ADMIN_ROUTE_ACTION, "web", "web1",
+          LB_ADMIN_ACTION_DRAIN },
+        { "POST", "/pools/a.b-c_d/servers/{server}/disable", LB_ADMIN_ROUTE_ACTION, "a.b-c_d",
+          "{server}", LB_ADMIN_ACTION_DISABLE },
+    };
+    struct conf_admin a = admin_of("127.0.0.1:9900", "", "");
+    char raw[512];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lb_admin_verdict v;
+        /* a body that no JSON reader takes: read by none of these */
+        int n = snprintf(raw, sizeof(raw), "%s %s HTTP/1.1\r\n" H "Content-Length: %d\r\n\r\n%s",
+                         cases[i].method, cases[i].path, strcmp(cases[i].method, "HEAD") ? 3 : 0,
+                         strcmp(cases[i].method, "HEAD") ? "x{]" : "");
+
+        lb_admin_request_check(&a, raw, (size_t)n, &v);
+        CHECK_EQ_INT(v.route, cases[i].route);
+        CHECK_EQ_STR(v.pool, cases[i].pool);
+        CHECK_EQ_STR(v.server, cases[i].server);
+        CHECK_EQ_INT(v.is_head, strcmp(cases[i].method, "HEAD") == 0);
+        if (cases[i].action >= 0)
+            CHECK_EQ_INT(v.action, cases[i].action);
+        if (v.route != cases[i].route)
+            fprintf(stderr, "  route case %zu: %s %s\n", i, cases[i].method, cases[i].path);
+    }
+}
+
+/* 405: Allow names the methods the path has rows for (GET with HEAD),
+ * under /pools/ its writes only; the error names the first. A path whose
+ * only rows are reads of the API is a bad path for any other method. */
+static void
+test_allow(void)
+{
+    static const struct {
+        const char *method, *path;
+        int status;
+        const char *allow, *error;
+    } cases[] = {
+        { "PUT", "/", 405, "GET, HEAD", "method not allowed: use GET" },
+        { "DELETE", "/metrics?x", 405, "GET, HEAD", "method not allowed: use GET" },
+        { "OPTIONS", "/healthz", 405, "GET, HEAD", "method not allowed: use GET" },
+        { "PATCH", "/reload", 405, "POST", "method not allowed: use POST" },
+        { "PUT", "/pools/web/servers", 405, "POST", "method not allowed: use POST" },
+        { "PUT", "/pools/web/servers/web1", 405, "DELETE", "method not allowed: use DELETE" },
+        { "HEAD", "/pools/web/servers/web1/enable", 405, "POST", "method not allowed: use POST" },
+        { "GET", "/pools/web/servers/web1/weight", 405, "POST", "method not allowed: use POST" },
+        { "DELETE", "/pools/web/servers/web1/heartbeat", 405, "POST",
+          "method not allowed: use POST" },
+        { "DELETE", "/pools/web", 400, NULL,
+          "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]" },
+        { "PUT", "/pools/web/servers/web1/weigh", 400, NULL,
+          "bad action: use disable, drain, enable, weight or heartbeat" },
+        { "GET", "/pools/web/servers/web1/weight/", 400, NULL,
+          "bad path: use /pools/POOL[/servers[/SERVER[/ACTION]]]" },
+        { "PUT", "/reload/", 404, NULL, "not found" },
+        { "GET", "/pools/web/servers/web1", 0, NULL, NULL },
+    };
+    struct conf_admin a = admin_of("127.0.0.1:9900", "s3cr3t", "");
+    char raw[512];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lb_admin_verdict v;
+        int n = snprintf(raw, sizeof(raw), "%s %s HTTP/1.1\r\n" H "\r\n", cases[i].method,
+                         cases[i].path);
+
+        lb_admin_request_check(&a, raw, (size_t)n, &v);
+        CHECK_EQ_INT(v.status, cases[i].status);
+        CHECK((v.allow == NULL) == (cases[i].allow == NULL));
+        if (cases[i].allow != NULL && v.allow != NULL)
+            CHECK_EQ_STR(v.allow, cases[i].allow);
+        if (cases[i].error != NULL)
+            CHECK_EQ_STR(v.error, cases[i].error);
+        CHECK(!v.must_close);
+        if (v.status != cases[i].status)
+            fprintf(stderr, "  allow case %zu: %s %s\n", i, cases[i].method, cases[i].path);
+    }
+}
+
 /* libevent's evhttp_send_error page, as it writes it. */
 static size_t
 libevent_page(char *buf, size_t len, int code, const char *reason, size_t pad)
@@ -646,6 +750,8 @@ main(void)
     test_bodies();
     test_host_and_origin();
     test_token();
+    test_route_table();
+    test_allow();
     test_error_page();
     test_heartbeat();
     return CHECK_DONE();

@@ -688,6 +688,18 @@ test_references(void)
     EXPECT_ERRORS(FRONTEND POOL "[frontend web]\nlisten = 127.0.0.1:8081\n"
                   "pool = web\n",
                   "@:6: frontend \"web\" is already defined at line 1\n");
+    /* pools and frontends as servers: each duplicate once, against the
+     * first, whatever the order of the names in between */
+    EXPECT_ERRORS(FRONTEND POOL "[pool b]\nserver = b 127.0.0.1:2\n"
+                  "[pool web]\nserver = c 127.0.0.1:3\n"
+                  "[pool a]\nserver = d 127.0.0.1:4\n"
+                  "[pool web]\nserver = e 127.0.0.1:5\n",
+                  "@:8: pool \"web\" is already defined at line 4\n"
+                  "@:12: pool \"web\" is already defined at line 4\n");
+    EXPECT_ERRORS(FRONTEND POOL "[frontend web]\nlisten = 127.0.0.1:8081\npool = web\n"
+                  "[frontend web]\nlisten = 127.0.0.1:8082\npool = web\n",
+                  "@:6: frontend \"web\" is already defined at line 1\n"
+                  "@:9: frontend \"web\" is already defined at line 1\n");
     EXPECT_ERRORS(FRONTEND POOL "[frontend api]\nlisten = 127.0.0.1:8080\n"
                   "pool = web\n",
                   "@:7: frontend api: listen 127.0.0.1:8080 is already used "
@@ -726,12 +738,60 @@ test_check_timeout(void)
     EXPECT_ERRORS(FRONTEND POOL "check_interval = 2s\ncheck_timeout = 3s\n",
                   "@:7: pool web: check_timeout 3s is longer than "
                   "check_interval 2s\n");
-    /* the default timeout (1s) against a shorter interval */
-    EXPECT_ERRORS(FRONTEND POOL "check_interval = 500ms\n",
+    /* an explicit timeout longer than a short interval stays an error,
+     * in either order */
+    EXPECT_ERRORS(FRONTEND POOL "check_timeout = 1s\ncheck_interval = 200ms\n",
                   "@:6: pool web: check_timeout 1s is longer than "
-                  "check_interval 500ms\n");
+                  "check_interval 200ms\n");
     /* equal is fine */
     conf_free(LOAD_OK(FRONTEND POOL "check_interval = 1s\n"));
+
+    /* Unset, the timeout follows a shorter interval, as HAProxy's "timeout
+     * check" does ("inter" is then the whole check's timeout), and is its
+     * 1s default otherwise. */
+    static const struct { const char *interval; uint64_t timeout_ms; } follows[] = {
+        { "200ms", 200 }, { "1ms", 1 }, { "999ms", 999 }, { "1s", 1000 },
+        { "1001ms", 1000 }, { "2s", 1000 }, { "1h", 1000 },
+    };
+    for (size_t i = 0; i < sizeof(follows) / sizeof(follows[0]); i++) {
+        char text[256];
+        struct conf *c;
+
+        snprintf(text, sizeof(text), FRONTEND POOL "check_interval = %s\n",
+                 follows[i].interval);
+        c = LOAD_OK(text);
+        if (c != NULL)
+            CHECK_EQ_INT(c->pools[0].check_timeout_ms, follows[i].timeout_ms);
+        conf_free(c);
+    }
+    /* an explicit timeout is kept, even one shorter than the default */
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "check_interval = 200ms\n"
+                                 "check_timeout = 50ms\n");
+        if (c != NULL)
+            CHECK_EQ_INT(c->pools[0].check_timeout_ms, 50);
+        conf_free(c);
+    }
+    /* per pool: a second pool's interval does not shorten the first's */
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "[pool api]\nserver = a1 127.0.0.1:9002\n"
+                                 "check_interval = 300ms\n");
+        if (c != NULL) {
+            CHECK_EQ_INT(c->pools[0].check_timeout_ms, 1000);
+            CHECK_EQ_INT(c->pools[1].check_timeout_ms, 300);
+        }
+        conf_free(c);
+    }
+    /* the copy a reload or the admin API makes keeps the merged value */
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "check_interval = 200ms\n");
+        struct conf *d = c != NULL ? conf_dup(c) : NULL;
+
+        if (d != NULL)
+            CHECK_EQ_INT(d->pools[0].check_timeout_ms, 200);
+        conf_free(d);
+        conf_free(c);
+    }
     /* a rejected interval is not compared */
     EXPECT_ERRORS(FRONTEND POOL "check_interval = 0\ncheck_timeout = 3s\n",
                   "@:6: check_interval: 0 is out of range (1ms..1h)\n");

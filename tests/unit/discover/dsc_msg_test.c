@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "discover.h"
+#include "dsc_dns.h"
 
 /* An answer under construction: header, question, then records. */
 struct msg {
