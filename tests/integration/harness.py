@@ -12,7 +12,18 @@ Habits (STYLE.md section 10):
   - every process and socket a test starts is stopped at teardown, also on
     failure (unittest cleanups), and teardown fails when lb died by a signal,
     did not exit on SIGTERM, printed a sanitizer report or logged an error
-    event the test did not expect.
+    event the test did not expect;
+  - a test's threads (client loops, load, backends) are harness Threads
+    (start_thread): what one raises fails its test, at join() or at the end
+    of the test, which joins every Thread the test started; an exception in
+    any other thread of the process fails the running test too;
+  - a skip is a pass on a developer's machine and a failure in CI (CI=true),
+    unless the test gives a reason CI accepts: skip_if(cond, reason,
+    ci_accepts=True) on a class or self.skip(reason, ci_accepts=True) in a
+    test. CI accepts only what no CI machine can change (a sanitized build is
+    not packaged); a missing tool, root or a DNS quirk is CI's to fix, and
+    its skip fails there. The last line of a run is "N passed, N failed,
+    N skipped".
 
 Run a file directly:  LB_BIN=build/lb LB_SOURCE_DIR=. python3 tests/integration/test_relay.py
 Run one test:         ... python3 tests/integration/test_relay.py RelayTest.test_integrity
@@ -40,6 +51,7 @@ import traceback
 import unittest
 
 HOST = "127.0.0.1"
+CI = os.environ.get("CI", "").lower() == "true"
 LB_BIN = os.environ.get("LB_BIN", "")
 LB_BIN = os.path.abspath(LB_BIN) if LB_BIN else ""     # lb runs in its temp dir
 SOURCE_DIR = os.environ.get("LB_SOURCE_DIR", "")
@@ -92,6 +104,94 @@ def wait_for(cond, timeout, what, interval=0.01):
             raise AssertionError(f"timed out after {timeout:.1f}s waiting for {desc}")
         time.sleep(min(delay, deadline - now))
         delay = min(delay * 2, 0.1)
+
+
+# ----------------------------------------------------------------- threads
+
+_threads = []                   # the Threads started since the running test began
+_stray_errors = []              # exceptions of other threads (threading.excepthook)
+_threads_lock = threading.Lock()
+
+
+class Thread(threading.Thread):
+    """A daemon thread of a test whose failure is not lost: what its target
+    raises is kept in .error, and join() raises it as an AssertionError with
+    the thread's traceback (once). join() also fails when the thread is still
+    running at its timeout (every loop of a test is bounded in time). The
+    end of an LbTestCase test joins every Thread started during it, after
+    the test's own cleanups have stopped its loops and closed its sockets."""
+
+    def __init__(self, target, *args, name=None, **kwargs):
+        super().__init__(target=target, args=args, kwargs=kwargs, name=name, daemon=True)
+        self.error = None
+        self._reported = False
+        with _threads_lock:
+            _threads.append(self)
+
+    def run(self):
+        try:
+            super().run()
+        except BaseException:
+            self.error = traceback.format_exc()
+
+    def join(self, timeout=EXIT_TIMEOUT):
+        super().join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"thread {self.name} still running {timeout:.1f}s after join")
+        self.raise_error()
+
+    def wait(self, timeout):
+        """Waits up to timeout for the thread to end, without judging it;
+        True when it has ended."""
+        threading.Thread.join(self, timeout)
+        return not self.is_alive()
+
+    def raise_error(self):
+        if self.error is not None and not self._reported:
+            self._reported = True
+            raise AssertionError(f"thread {self.name} failed:\n{self.error}")
+
+
+def start_thread(target, *args, name=None, **kwargs):
+    """Starts target(*args, **kwargs) in a Thread (see there); returns it."""
+    t = Thread(target, *args, name=name or getattr(target, "__name__", None), **kwargs)
+    t.start()
+    return t
+
+
+def _excepthook(hook_args):
+    """A thread that is not a Thread (a library's) fails the running test."""
+    with _threads_lock:
+        _stray_errors.append(
+            f"thread {hook_args.thread.name if hook_args.thread else '?'}:\n" + "".join(
+                traceback.format_exception(hook_args.exc_type, hook_args.exc_value,
+                                           hook_args.exc_traceback)))
+
+
+threading.excepthook = _excepthook
+
+
+def _check_threads(timeout=EXIT_TIMEOUT):
+    """Joins the Threads started since the test began (within one shared
+    deadline) and raises for the first failure: a thread that raised, one
+    still running, or an exception in another thread."""
+    with _threads_lock:
+        threads = list(_threads)
+        stray = list(_stray_errors)
+        del _threads[:]
+        del _stray_errors[:]
+    deadline = time.monotonic() + timeout
+    problems = []
+    for t in threads:
+        t_left = max(0.0, deadline - time.monotonic())
+        if not t.wait(t_left):
+            problems.append(f"thread {t.name} still running at the end of the test")
+        elif t.error is not None and not t._reported:
+            t._reported = True
+            problems.append(f"thread {t.name} failed:\n{t.error}")
+    problems += stray
+    if problems:
+        raise AssertionError("\n".join(problems))
 
 
 # ------------------------------------------------------------------- ports
@@ -238,9 +338,7 @@ class Backend:
         self._conns = set()
         self._threads = []
         self._stopping = threading.Event()
-        self._acceptor = threading.Thread(target=self._accept_loop,
-                                          name=f"{name}-accept", daemon=True)
-        self._acceptor.start()
+        self._acceptor = start_thread(self._accept_loop, name=f"{name}-accept")
 
     @property
     def accepted(self):
@@ -274,9 +372,7 @@ class Backend:
                 self._accepted += 1
                 self._active += 1
                 self._conns.add(conn)
-            t = threading.Thread(target=self._serve, args=(conn,),
-                                 name=f"{self.name}-conn", daemon=True)
-            t.start()
+            t = start_thread(self._serve, conn, name=f"{self.name}-conn")
             with self._lock:
                 self._threads.append(t)
 
@@ -305,9 +401,11 @@ class Backend:
                 c.shutdown(socket.SHUT_RDWR)   # wakes a handler blocked in recv
             except OSError:
                 pass
+        # A handler still running is judged at the end of the test
+        # (_check_threads), with the other threads; no need to fail here.
         deadline = time.monotonic() + 5
         for t in threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            t.wait(max(0.0, deadline - time.monotonic()))
 
 
 def recv_head(conn, limit=65536):
@@ -501,8 +599,7 @@ def echo_transfer(port, payload, timeout=60.0, chunk=256 * 1024):
         except OSError as e:
             err.append(e)
 
-    t = threading.Thread(target=sender, daemon=True)
-    t.start()
+    t = start_thread(sender)
     try:
         data, how = recv_until_eof(s, timeout=timeout, limit=len(payload) + (1 << 20))
     finally:
@@ -1098,6 +1195,23 @@ class LbTestCase(unittest.TestCase):
         if not LB_BIN or not os.access(LB_BIN, os.X_OK):
             self.fail(f"LB_BIN={LB_BIN!r} is not an executable lb binary")
         del _current_lbs[:]
+        # First in, so run last: after the test's cleanups stopped its
+        # loops, closed its sockets and stopped lb and the backends.
+        with _threads_lock:
+            del _threads[:]
+            del _stray_errors[:]
+        self.addCleanup(_check_threads)
+
+    def skip(self, reason, ci_accepts=False):
+        """Skips the test (see skip_if for ci_accepts)."""
+        if ci_accepts:
+            _ci_accepted.add(reason)
+        raise unittest.SkipTest(reason)
+
+    def start_thread(self, target, *args, name=None, **kwargs):
+        """start_thread (module level): a Thread joined, and judged, at the
+        end of this test."""
+        return start_thread(target, *args, name=name, **kwargs)
 
     def backend(self, b):
         self.addCleanup(self._check_backend, b)
@@ -1157,8 +1271,33 @@ class LbTestCase(unittest.TestCase):
         return s
 
 
+_ci_accepted = set()            # the skip reasons CI accepts
+
+
+def skip_if(condition, reason, ci_accepts=False):
+    """unittest.skipIf, for a class or a test. In CI (CI=true) the skip
+    fails the test unless ci_accepts: give it only for a reason that no CI
+    machine could change (the build under test, not the machine's tools or
+    privileges). A plain unittest skip is one CI does not accept."""
+    if condition and ci_accepts:
+        _ci_accepted.add(reason)
+    return unittest.skipIf(condition, reason)
+
+
 class _Result(unittest.TextTestResult):
-    """Prints the log of every lb of a failed test right after it fails."""
+    """Prints the log of every lb of a failed test right after it fails.
+    In CI a skip whose reason CI does not accept is a failure."""
+
+    def addSkip(self, test, reason):
+        if CI and reason not in _ci_accepted:
+            self.failures.append((test, f"skipped in CI (CI=true): {reason}\n"
+                                        "a skip in CI fails unless its reason is one CI "
+                                        "accepts (harness.skip_if, ci_accepts=True)"))
+            if self.showAll:
+                self.stream.writeln(f"FAIL: skipped in CI: {reason}")
+            self.stream.flush()
+            return
+        super().addSkip(test, reason)
 
     def _dump(self):
         for lb in list(_current_lbs):
@@ -1199,7 +1338,15 @@ def main():
         sys.exit(1)
     runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result)
     prog = unittest.main(module="__main__", testRunner=runner, exit=False)
-    ok = prog.result.wasSuccessful() and prog.result.testsRun > 0
+    r = prog.result
+    ok = r.wasSuccessful() and r.testsRun > 0
+    # Per test (a test with failed subtests counts once), from unittest's
+    # lists: a skip CI refused is among the failures.
+    failed = {_test_id(t) for t, _ in r.failures + r.errors}
+    failed |= {_test_id(t) for t in r.unexpectedSuccesses}
+    skipped = {_test_id(t) for t, _ in r.skipped} - failed
+    passed = max(0, r.testsRun - len(failed) - len(skipped))
+    print(f"{passed} passed, {len(failed)} failed, {len(skipped)} skipped", flush=True)
     _kill_leftovers()
     if ok:
         for d in _tmpdirs:
@@ -1207,6 +1354,10 @@ def main():
     else:
         print("lb temp dirs kept: " + " ".join(_tmpdirs), file=sys.stderr)
     sys.exit(0 if ok else 1)
+
+
+def _test_id(test):
+    return getattr(test, "test_case", test).id()
 
 
 def sha256(data):

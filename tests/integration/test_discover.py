@@ -400,7 +400,7 @@ class DiscoverTest(harness.LbTestCase):
                     result["failed"].append(repr(e))
                 t += period
                 time.sleep(max(0.0, t - time.monotonic()))
-        th = threading.Thread(target=clients)
+        th = harness.Thread(clients)
         th.start()
         changes, t0 = 0, time.monotonic()
         try:

@@ -2,7 +2,6 @@
 long, and traffic in either single direction keeps it open."""
 
 import select
-import threading
 import time
 
 import harness
@@ -120,7 +119,7 @@ class IdleTimeoutTest(LbTestCase):
             except Exception as e:
                 results[name] = repr(e)
 
-        threads = [threading.Thread(target=run, args=(k, f), daemon=True)
+        threads = [harness.Thread(run, k, f)
                    for k, f in (("both", both), ("up", up), ("down", down))]
         for t in threads:
             t.start()

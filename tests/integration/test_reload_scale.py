@@ -36,7 +36,7 @@ class ClientLoop:
         self.errors = []
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = harness.Thread(self._run)
         self.thread.start()
 
     def _run(self):
