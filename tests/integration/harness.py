@@ -306,15 +306,23 @@ class Blackhole:
 # ---------------------------------------------------------------- backends
 
 class Backend:
-    """A TCP server on 127.0.0.1 (port picked by the kernel, or `port`;
-    SO_REUSEPORT set when `reuseport`) that runs handler(backend, conn) in
-    a thread per accepted connection.
+    """The one test server of the harness: a TCP server on 127.0.0.1 (port
+    picked by the kernel, or `port`; SO_REUSEPORT set when `reuseport`) that
+    runs handler(backend, conn) in a thread per accepted connection; the
+    behaviour is the handler (NamedBackend, EchoBackend and the tests' own
+    subclasses only pass one in).
+
+    accept() blocks (no polling delay: a connect is accepted at once);
+    close_listener() shuts the listener, which wakes it, so new connects are
+    refused while the accepted connections go on being served; stop() does
+    that, then shuts the connections and joins their handlers.
 
     Counts connections thread-safely: accepted (ever), active (handler still
-    running). A handler reports findings with backend.report(x) (read with
-    backend.reports, a queue.Queue). Exceptions other than socket errors are
-    kept in backend.errors: a test can assert there are none. The socket is
-    closed when the handler returns."""
+    running), ended(conn_id) (the handler of the conn_id-th accepted
+    connection returned). A handler reports findings with backend.report(x)
+    (read with backend.reports, a queue.Queue). Exceptions other than socket
+    errors are kept in backend.errors: LbTestCase.backend fails the test on
+    them at teardown. The socket is closed when the handler returns."""
 
     def __init__(self, handler, name="backend", backlog=128, conn_timeout=30.0, port=0,
                  reuseport=False):
@@ -327,7 +335,6 @@ class Backend:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self.sock.bind((HOST, port))
         self.sock.listen(backlog)
-        self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]
         self.addr = f"{HOST}:{self.port}"
         self.reports = queue.Queue()
@@ -335,9 +342,11 @@ class Backend:
         self._lock = threading.Lock()
         self._accepted = 0
         self._active = 0
+        self._ended = set()
         self._conns = set()
         self._threads = []
         self._stopping = threading.Event()
+        self._listener_closed = False
         self._acceptor = start_thread(self._accept_loop, name=f"{name}-accept")
 
     @property
@@ -350,6 +359,10 @@ class Backend:
         with self._lock:
             return self._active
 
+    def ended(self, conn_id):
+        with self._lock:
+            return conn_id in self._ended
+
     def report(self, item):
         self.reports.put(item)
 
@@ -360,23 +373,26 @@ class Backend:
             raise AssertionError(f"backend {self.name}: no report within {timeout}s")
 
     def _accept_loop(self):
-        while not self._stopping.is_set():
+        while True:
             try:
                 conn, _ = self.sock.accept()
-            except socket.timeout:
-                continue
             except OSError:
+                break           # shut down by close_listener()
+            if self._stopping.is_set():
+                conn.close()
                 break
             conn.settimeout(self.conn_timeout)
             with self._lock:
                 self._accepted += 1
                 self._active += 1
+                conn_id = self._accepted
                 self._conns.add(conn)
-            t = start_thread(self._serve, conn, name=f"{self.name}-conn")
+            t = start_thread(self._serve, conn, conn_id, name=f"{self.name}-conn")
             with self._lock:
                 self._threads.append(t)
+        self.sock.close()       # here, by the only thread that uses it
 
-    def _serve(self, conn):
+    def _serve(self, conn, conn_id):
         try:
             self.handler(self, conn)
         except (OSError, socket.timeout):
@@ -386,13 +402,25 @@ class Backend:
         finally:
             with self._lock:
                 self._active -= 1
+                self._ended.add(conn_id)
                 self._conns.discard(conn)
             conn.close()
 
+    def close_listener(self):
+        """From now on connects are refused; accepted connections go on."""
+        with self._lock:
+            if self._listener_closed:
+                return
+            self._listener_closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)    # wakes accept() with EINVAL
+        except OSError:
+            pass
+        self._acceptor.join(timeout=5)
+
     def stop(self):
         self._stopping.set()
-        self._acceptor.join(timeout=5)
-        self.sock.close()
+        self.close_listener()
         with self._lock:
             conns = list(self._conns)
             threads = list(self._threads)
