@@ -170,8 +170,13 @@ def start_thread(target, *args, name=None, **kwargs):
     return t
 
 
+_print_thread_exception = threading.excepthook
+
+
 def _excepthook(hook_args):
-    """A thread that is not a Thread (a library's) fails the running test."""
+    """A thread that is not a Thread (a library's) fails the running test;
+    its traceback is printed as Python does, also outside a test."""
+    _print_thread_exception(hook_args)
     with _threads_lock:
         _stray_errors.append(
             f"thread {hook_args.thread.name if hook_args.thread else '?'}:\n" + "".join(
