@@ -5,12 +5,16 @@
  * shares (the generation pointer, the lock, the workers, the mailboxes).
  *
  * Threads (see README, "Design"):
- *   - main: signals, start-up, shutdown, reloads and every change of server
- *     state from health verdicts; owns the generation pointer.
+ *   - main: signals, start-up, shutdown, reloads, and the one thread that
+ *     decides: health verdicts, operator actions, weights, members,
+ *     heartbeats and /ready's verdict, applied under state_lock; owns the
+ *     generation pointer.
  *   - workers (data/): the data path.
  *   - health threads (health/): probes; their results reach main through
  *     its results mailbox.
- *   - admin (admin/): the admin port; operator actions under state_lock.
+ *   - admin (admin/): the admin port; it posts each order to main (its
+ *     orders mailbox, admin_order.c) and sends main's answer from its own
+ *     mailbox, never waiting; it only reads state, under state_lock.
  * Threads talk through mailboxes (core/); shared figures are C11 atomics.
  *
  * Include this for the body of struct lb_daemon only: the calls of each
@@ -53,12 +57,10 @@ struct lb_limit {
     _Atomic uint64_t reached;           /* times accepts paused at the cap */
 };
 
-/* What other threads tell main, in the order told. */
+/* What the workers tell main, in the order told. */
 enum lb_main_msg_kind {
     LB_MAIN_SWITCHED = 0,               /* worker now runs gen `number` */
     LB_MAIN_WORKER_EXIT,                /* a worker's loop ended */
-    LB_MAIN_RELOAD,                     /* POST /reload */
-    LB_MAIN_MEMBERS,                    /* the admin API changed members */
 };
 
 struct lb_main_msg {
@@ -86,10 +88,9 @@ struct lb_daemon {
      * started; workers read it (acquire) to ask for probes. */
     _Atomic(struct hc *) hc;
     struct lb_mailbox *results;         /* struct hc_result, to main */
-    /* Health verdicts (main thread) and operator actions (admin thread)
-     * change server state under this lock; the admin port copies what it
-     * shows under it. The data path never takes it: it reads the
-     * balancer's atomics. */
+    /* Main changes server state under this lock (every decision is
+     * main's); the admin port copies what it shows under it. The data
+     * path never takes it: it reads the balancer's atomics. */
     pthread_mutex_t state_lock;
     double started_at;                  /* unix seconds */
     struct conf *file_conf;             /* the file as last loaded (main;

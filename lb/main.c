@@ -52,8 +52,8 @@ lb_usage(FILE *out)
             "  -h, --help         this help\n");
 }
 
-/* What the other threads tell main: a worker switched generation or
- * ended, the admin port asks for a reload. */
+/* What the workers tell main: one switched generation or ended. (The
+ * admin port's orders come on a mailbox of their own: admin_order.c.) */
 static void
 lb_main_on_msgs(void *msgs, size_t n, void *arg)
 {
@@ -68,12 +68,6 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
         case LB_MAIN_WORKER_EXIT:
             if (--d->workers_running == 0)
                 event_base_loopbreak(d->base);
-            break;
-        case LB_MAIN_RELOAD:
-            lb_reload(d, "admin");
-            break;
-        case LB_MAIN_MEMBERS:
-            lb_reload_members(d, "api");
             break;
         }
     }
@@ -203,9 +197,9 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     bool signals_ok = true;
     int status = 1;
     /* The hand-over reaches the admin port, and the decisions the data
-     * path, through these only. */
+     * path and the tier's verdict, through these only. */
     const struct lb_handover_admin admin = { lb_admin_fd, lb_admin_unlisten };
-    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick };
+    const struct lb_state_data data = { lb_main_drain_scan, lb_queue_kick, lb_tier_publish };
 
     d->limit.max = c->global.max_connections;
     d->started_at = lb_wall_now();
@@ -236,6 +230,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
             lb_takeover_state(d, d->gen);   /* what the running one knows */
         else
             lb_state_load(d, d->gen);   /* what the last run knew */
+        lb_members_weigh_gen(d, d->gen);    /* the API's weights 0 (lb -x) */
         lb_gen_decide(d, d->gen, NULL, false, &held);   /* every server's starting place */
     }
     for (size_t i = 0; i < d->nworkers; i++) {

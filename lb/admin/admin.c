@@ -16,8 +16,12 @@
  * (admin_request.c) from the bytes the client sent, which this file keeps
  * for it: evhttp only frames the requests and writes the answers.
  *
- * Server state is changed under daemon->state_lock (see state/server.c)
- * and copied under it for the documents, which are written without it;
+ * This thread decides nothing and writes no server state: operator
+ * actions, weights, members, heartbeats and reloads are orders it posts to
+ * main, which decides and posts the answer back (admin_int.h,
+ * admin_order.c); the answer is sent from that callback, so no request
+ * waits on this loop, not even for a reload. State is copied under
+ * daemon->state_lock for the documents, which are written without it;
  * counters written by the workers are atomics read without a lock.
  *
  * Bad clients are bounded: evhttp's header and body sizes, a deadline for
@@ -44,8 +48,8 @@
 #include <event2/listener.h>
 
 #include "admin.h"
+#include "admin_int.h"
 #include "admin_request.h"
-#include "conf_value.h"                 /* conf_parse_server: a server line */
 #include "daemon.h"
 #include "handover.h"
 #include "reload.h"
@@ -104,6 +108,9 @@ struct lb_admin {
     struct event *unlisten_ev;          /* lb_admin_unlisten */
     struct lb_admin_conn *conns, *conns_tail;
     size_t nconns;
+    struct lb_mailbox *orders;          /* struct lb_admin_order, to main */
+    struct lb_mailbox *answers;         /* struct lb_admin_answer, from main */
+    struct lb_admin_wait *waits;        /* requests main has not answered */
     bool is_full;                       /* accepts paused: every connection
                                            is being answered */
 };
@@ -143,10 +150,7 @@ lb_admin_error(struct evhttp_request *req, int code, const char *reason,
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    /* escaped: a config parser's message quotes what the client sent */
-    evbuffer_add(b, "{\"error\":", 9);
-    lb_json_str(b, message);
-    evbuffer_add(b, "}\n", 2);
+    lb_admin_error_body(b, message);
     lb_admin_reply(req, code, reason, "application/json", b);
     evbuffer_free(b);
 }
@@ -177,19 +181,6 @@ lb_admin_send_refusal(struct evhttp_request *req, const struct lb_admin_verdict 
         evhttp_add_header(h, "Connection", "close");
     }
     lb_admin_error(req, v->status, v->reason, v->error);
-}
-
-static struct lb_server *
-lb_admin_find_server(struct lb_daemon *d, const char *pool, const char *server,
-                     bool *pool_found)
-{
-    struct lb_gen *g = d->gen;
-    struct lb_server *srv = lb_gen_find_server(g, pool, server);
-
-    *pool_found = srv != NULL;
-    for (size_t i = 0; i < g->conf->npools && !*pool_found; i++)
-        *pool_found = strcmp(g->pools[i].conf->name, pool) == 0;
-    return srv;
 }
 
 /* GET /pools/P/servers/S and GET /pools/P: as /stats shows them. */
@@ -232,47 +223,63 @@ lb_admin_get_one(struct lb_admin *a, struct evhttp_request *req, const struct lb
         evbuffer_free(b);
 }
 
-/* Answers with the JSON of server `name` of pool `pool` in the current
- * generation (after a members reload), or 500 with why it is not there. */
-static void
-lb_admin_reply_server(struct lb_admin *a, struct evhttp_request *req, int code,
-                      const char *reason, const char *pool, const char *name)
-{
-    struct lb_server_view *view = lb_admin_view_new();
-    struct evbuffer *b = evbuffer_new();
-    struct lb_server *srv = NULL;
-    struct lb_gen *gen = NULL;
-    bool pool_found;
+/* ------------------------------------------------------------- orders */
 
-    if (view != NULL && b != NULL) {
-        pthread_mutex_lock(&a->d->state_lock);
-        if ((srv = lb_admin_find_server(a->d, pool, name, &pool_found)) != NULL) {
-            lb_admin_view_take(srv, view);
-            gen = a->d->gen;
-            lb_gen_ref(gen);
-        }
-        pthread_mutex_unlock(&a->d->state_lock);
-    }
-    if (srv != NULL) {
-        lb_admin_server_json(a->d, view, b);
-        evbuffer_add(b, "\n", 1);
-        lb_gen_unref(gen);
-        lb_admin_reply(req, code, reason, "application/json", b);
-    } else {
-        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error",
-                       view == NULL || b == NULL ? "out of memory"
-                                                 : "the server is not in the pool after the change");
-    }
-    free(view);
-    if (b != NULL)
-        evbuffer_free(b);
+/* A request waiting for main's answer to its order. Admin thread only:
+ * main hands the pointer back in the answer and never reads it. */
+struct lb_admin_wait {
+    struct evhttp_request *req;
+    struct lb_admin_wait *prev, *next;  /* a->waits */
+};
+
+static void
+lb_admin_wait_unlink(struct lb_admin *a, struct lb_admin_wait *w)
+{
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        a->waits = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
 }
 
+/* Hands the order to main, which decides, and answers req from the
+ * answer's callback (lb_admin_on_answers). The admin thread goes back to
+ * its loop: nothing here waits for main, nor for a reload. */
 static void
-lb_admin_not_found(struct evhttp_request *req, bool pool_found)
+lb_admin_order(struct lb_admin *a, struct evhttp_request *req, struct lb_admin_order *o)
 {
-    lb_admin_error(req, HTTP_NOTFOUND, "Not Found",
-                   pool_found ? "no such server in this pool" : "no such pool");
+    struct lb_admin_wait *w = calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
+        return;
+    }
+    w->req = req;
+    w->next = a->waits;
+    if (a->waits != NULL)
+        a->waits->prev = w;
+    a->waits = w;
+    o->wait = w;
+    if (lb_mailbox_post(a->orders, o) == -1) {
+        lb_admin_wait_unlink(a, w);
+        free(w);
+        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
+    }
+}
+
+/* The order of verdict v, with its names. */
+static struct lb_admin_order *
+lb_admin_order_of(struct lb_admin_order *o, enum lb_admin_order_kind kind,
+                  const struct lb_admin_verdict *v)
+{
+    memset(o, 0, sizeof(*o));
+    o->kind = kind;
+    if (v != NULL) {
+        snprintf(o->pool, sizeof(o->pool), "%s", v->pool);
+        snprintf(o->server, sizeof(o->server), "%s", v->server);
+    }
+    return o;
 }
 
 /* POST /pools/P/servers/S/{enable|drain|disable}: 200 with the server. */
@@ -282,232 +289,118 @@ lb_admin_action(struct lb_admin *a, struct evhttp_request *req,
 {
     /* indexed by enum lb_admin_action */
     static const enum bal_admin admins[] = { BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE };
-    struct lb_server *srv;
-    bool pool_found;
+    struct lb_admin_order o;
 
-    pthread_mutex_lock(&a->d->state_lock);
-    srv = lb_admin_find_server(a->d, v->pool, v->server, &pool_found);
-    if (srv != NULL)
-        lb_server_set_admin(a->d, srv, admins[v->action]);
-    pthread_mutex_unlock(&a->d->state_lock);
-    if (srv == NULL)
-        lb_admin_not_found(req, pool_found);
-    else
-        lb_admin_reply_server(a, req, HTTP_OK, "OK", v->pool, v->server);
+    lb_admin_order_of(&o, LB_ADMIN_ORDER_ACTION, v)->admin = admins[v->action];
+    lb_admin_order(a, req, &o);
 }
 
-/* A members reload for an API change, or 500 with why it failed. */
-static bool
-lb_admin_members_reload(struct lb_admin *a, struct evhttp_request *req)
-{
-    char msg[1024];
-
-    if (lb_reload_members_request(a->d, msg, sizeof(msg)) == 0)
-        return true;
-    lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", msg);
-    return false;
-}
-
-/* POST /pools/P/servers: the body as a server line of the file would be
- * (its messages), a name and an address not in the pool yet (409). The
- * server is probed before it joins rotation, as after a reload. 201. */
+/* POST /pools/P/servers: 201 once the members reload that adds it ends. */
 static void
 lb_admin_server_add(struct lb_admin *a, struct evhttp_request *req,
                     const struct lb_admin_verdict *v)
 {
-    struct lb_daemon *d = a->d;
-    struct conf_server cs = { 0 };
-    struct lb_member mb = { 0 };
-    char name[CONF_NAME_MAX + 1], err[512];
-    const struct lb_pool *pool = NULL;
-    const char *conflict = NULL;
-    int rc = 0;
+    struct lb_admin_order o;
 
-    if (conf_parse_server(v->server_line, name, &cs, err, sizeof(err)) != 0) {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", err);
-        return;
-    }
-    snprintf(mb.name, sizeof(mb.name), "%s", name);
-    snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
-    mb.weight = cs.weight;
-    mb.max_connections = cs.max_connections;
-    pthread_mutex_lock(&d->state_lock);
-    for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
-        pool = strcmp(d->gen->pools[i].conf->name, v->pool) == 0 ? &d->gen->pools[i] : NULL;
-    if (pool != NULL)
-        rc = lb_members_api_add(d, pool->conf, &mb, &conflict);
-    pthread_mutex_unlock(&d->state_lock);
-    if (pool == NULL)
-        lb_admin_error(req, HTTP_NOTFOUND, "Not Found", "no such pool");
-    else if (rc == 1)
-        lb_admin_error(req, 409, "Conflict", conflict);
-    else if (rc != 0)
-        lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
-    else if (lb_admin_members_reload(a, req))
-        lb_admin_reply_server(a, req, 201, "Created", v->pool, mb.name);
+    lb_admin_order_of(&o, LB_ADMIN_ORDER_ADD, v);
+    snprintf(o.server_line, sizeof(o.server_line), "%s", v->server_line);
+    lb_admin_order(a, req, &o);
 }
 
-/* DELETE /pools/P/servers/S: a server the API added leaves rotation at
- * once, drains with drain_timeout, then goes; one of the file or of DNS
- * is theirs to remove (409). */
+/* DELETE /pools/P/servers/S: answered once its members reload ends. */
 static void
 lb_admin_server_delete(struct lb_admin *a, struct evhttp_request *req,
                        const struct lb_admin_verdict *v)
 {
-    struct lb_daemon *d = a->d;
-    struct lb_server *srv;
-    const char *conflict = NULL;
-    bool pool_found;
-    uint32_t active = 0;
-    uint64_t drain_ms = 0;
-    struct evbuffer *b;
+    struct lb_admin_order o;
 
-    pthread_mutex_lock(&d->state_lock);
-    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
-    if (srv != NULL && srv->conf->source == CONF_SOURCE_CONFIG)
-        conflict = "the server comes from the config file: remove its line and reload";
-    else if (srv != NULL && srv->conf->source == CONF_SOURCE_DNS)
-        conflict = "the server comes from DNS: it leaves when its record does";
-    else if (srv != NULL) {
-        lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);   /* out of rotation now */
-        (void)lb_members_api_remove(d, v->pool, v->server);
-        active = bal_server_active(srv->pool->bal, srv->index);
-        drain_ms = srv->pool->conf->drain_timeout_ms;
-    }
-    pthread_mutex_unlock(&d->state_lock);
-    if (srv == NULL) {
-        lb_admin_not_found(req, pool_found);
-        return;
-    }
-    if (conflict != NULL) {
-        lb_admin_error(req, 409, "Conflict", conflict);
-        return;
-    }
-    if (!lb_admin_members_reload(a, req))
-        return;
-    if ((b = evbuffer_new()) == NULL) {
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        return;
-    }
-    evbuffer_add(b, "{\"deleted\":", 11);
-    lb_json_str(b, v->server);
-    evbuffer_add_printf(b, ",\"active_connections\":%u,\"drain_timeout_ms\":%llu}\n", active,
-                        (unsigned long long)drain_ms);
-    lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
-    evbuffer_free(b);
+    lb_admin_order(a, req, lb_admin_order_of(&o, LB_ADMIN_ORDER_DELETE, v));
 }
 
-/* POST /pools/P/servers/S/weight {"weight":N}: from the next pick, for a
- * server of any source, until it leaves the pool. 0 keeps it in the pool
- * with no new connections: it drains (as HAProxy's weight 0 does); a
- * weight after 0 takes it back. */
+/* POST /pools/P/servers/S/weight {"weight":N}. */
 static void
 lb_admin_server_weight(struct lb_admin *a, struct evhttp_request *req,
                        const struct lb_admin_verdict *v)
 {
-    struct lb_daemon *d = a->d;
-    struct lb_server *srv;
-    bool pool_found;
-    uint32_t before = UINT32_MAX;
+    struct lb_admin_order o;
 
-    if (v->weight > CONF_WEIGHT_MAX) {
-        lb_admin_error(req, HTTP_BADREQUEST, "Bad Request", "weight: use 0 to 256");
-        return;
-    }
-    pthread_mutex_lock(&d->state_lock);
-    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
-    if (srv != NULL) {
-        before = lb_members_weight_set(d, v->pool, v->server, v->weight);
-        if (v->weight == 0)
-            lb_server_set_admin(d, srv, BAL_ADMIN_DRAIN);
-        else if (before == 0)
-            lb_server_set_admin(d, srv, BAL_ADMIN_NONE);
-    }
-    pthread_mutex_unlock(&d->state_lock);
-    if (srv == NULL) {
-        lb_admin_not_found(req, pool_found);
-        return;
-    }
-    if (v->weight != 0 && !lb_admin_members_reload(a, req))
-        return;
-    lb_admin_reply_server(a, req, HTTP_OK, "OK", v->pool, v->server);
+    lb_admin_order_of(&o, LB_ADMIN_ORDER_WEIGHT, v)->weight = v->weight;
+    lb_admin_order(a, req, &o);
 }
 
-/* POST /pools/P/servers/S/heartbeat: the server's own word on its health,
- * which can only lower it (lb_server_heartbeat). 200 with what it is now;
- * 409 for a pool without heartbeat_ttl (a deploy error, not a no-op). The
- * hot path of 10,000 servers heartbeating: one hash lookup and a few
- * stores under state_lock, a small answer. */
+/* POST /pools/P/servers/S/heartbeat. */
 static void
 lb_admin_heartbeat(struct lb_admin *a, struct evhttp_request *req,
                    const struct lb_admin_verdict *v)
 {
     /* indexed by enum lb_admin_beat */
     static const enum bal_beat beats[] = { BAL_BEAT_PASS, BAL_BEAT_WARN, BAL_BEAT_FAIL };
-    struct lb_daemon *d = a->d;
-    struct lb_server *srv;
-    struct evbuffer *b;
-    bool pool_found, is_off = false, in_rotation = false;
-    const char *health = "";
-    uint64_t ttl = 0;
+    struct lb_admin_order o;
 
-    pthread_mutex_lock(&d->state_lock);
-    srv = lb_admin_find_server(d, v->pool, v->server, &pool_found);
-    if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0)
-        is_off = true;
-    else if (srv != NULL) {
-        lb_server_heartbeat(d, srv, beats[v->beat], v->note);
-        in_rotation = atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed);
-        health = lb_server_health_name(srv);
-    }
-    pthread_mutex_unlock(&d->state_lock);
-    if (srv == NULL) {
-        lb_admin_not_found(req, pool_found);
-        return;
-    }
-    if (is_off) {
-        lb_admin_error(req, 409, "Conflict", "heartbeats are off in this pool: set heartbeat_ttl");
-        return;
-    }
-    if ((b = evbuffer_new()) == NULL) {
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        return;
-    }
-    evbuffer_add_printf(b, "{\"status\":\"%s\",\"health\":\"%s\",\"in_rotation\":%s,"
-                        "\"heartbeat_ttl_ms\":%llu}\n", bal_beat_name(beats[v->beat]), health,
-                        in_rotation ? "true" : "false", (unsigned long long)ttl);
-    lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
-    evbuffer_free(b);
+    lb_admin_order_of(&o, LB_ADMIN_ORDER_HEARTBEAT, v)->beat = beats[v->beat];
+    snprintf(o.note, sizeof(o.note), "%s", v->note);
+    lb_admin_order(a, req, &o);
 }
 
-/* The same as SIGHUP, answered with its outcome: 200, or 400 with the
- * config errors (the old config keeps serving). The admin thread waits for
- * main; the data path does not. */
+/* The same as SIGHUP, answered with its outcome once it ends. */
 static void
 lb_admin_reload(struct lb_admin *a, struct evhttp_request *req)
 {
-    struct evbuffer *b = evbuffer_new();
-    char msg[1024];
-    uint64_t generation;
+    struct lb_admin_order o;
 
-    if (b == NULL) {
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+    lb_admin_order(a, req, lb_admin_order_of(&o, LB_ADMIN_ORDER_RELOAD, NULL));
+}
+
+/* Main's answers. A client that closed meanwhile is no matter: libevent
+ * 2.1 stops reading a connection while its request is being handled, so
+ * it learns of the close only when the answer is written; it then frees
+ * the connection and the request with it (the close callback frees our
+ * lb_admin_conn; lb_admin_on_complete, which uses it, is not called). A
+ * request evhttp has detached from its connection (an EOF seen before the
+ * answer: evhttp_connection_incoming_fail) is freed by evhttp_send_reply.
+ * Nothing here touches the connection. */
+static void
+lb_admin_on_answers(void *msgs, size_t n, void *arg)
+{
+    struct lb_admin *a = arg;
+    const struct lb_admin_answer *ans = msgs;
+
+    for (size_t i = 0; i < n; i++) {
+        struct evhttp_request *req = ans[i].wait->req;
+
+        lb_admin_wait_unlink(a, ans[i].wait);
+        free(ans[i].wait);
+        if (ans[i].body == NULL) {
+            lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
+            continue;
+        }
+        lb_admin_reply(req, ans[i].status, ans[i].reason, ans[i].type, ans[i].body);
+        evbuffer_free(ans[i].body);
+    }
+}
+
+static void
+lb_admin_drop_answers(void *msgs, size_t n, void *arg)
+{
+    const struct lb_admin_answer *ans = msgs;
+
+    for (size_t i = 0; i < n; i++) {
+        if (ans[i].body != NULL)
+            evbuffer_free(ans[i].body);
+    }
+}
+
+void
+lb_admin_answer_post(struct lb_daemon *d, const struct lb_admin_answer *ans)
+{
+    if (d->admin != NULL && d->admin->answers != NULL && lb_mailbox_post(d->admin->answers, ans) == 0)
         return;
-    }
-    if (lb_reload_request(a->d, msg, sizeof(msg)) == 0) {
-        pthread_mutex_lock(&a->d->state_lock);
-        generation = a->d->gen->number;
-        pthread_mutex_unlock(&a->d->state_lock);
-        evbuffer_add_printf(b, "{\"reloaded\":true,\"generation\":%llu}\n",
-                            (unsigned long long)generation);
-        lb_admin_reply(req, HTTP_OK, "OK", "application/json", b);
-    } else {
-        evbuffer_add(b, "{\"error\":", 9);
-        lb_json_str(b, msg);
-        evbuffer_add(b, "}\n", 2);
-        lb_admin_reply(req, HTTP_BADREQUEST, "Bad Request", "application/json", b);
-    }
-    evbuffer_free(b);
+    /* stopped (its requests are gone with it), or out of memory: the
+     * request stays unanswered until its connection goes */
+    if (d->admin != NULL)
+        lb_log(CONF_LOG_ERROR, "admin_answer_lost", "error=\"out of memory\"");
+    if (ans->body != NULL)
+        evbuffer_free(ans->body);
 }
 
 static void
@@ -1089,7 +982,13 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;
     a->stop_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_stop, a) : NULL;
     a->unlisten_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_unlisten, a) : NULL;
-    if (a->http == NULL || a->stop_ev == NULL || a->unlisten_ev == NULL) {
+    /* orders on main's loop, answers on this port's */
+    a->orders = lb_mailbox_new(d->base, sizeof(struct lb_admin_order), lb_admin_on_orders, d);
+    a->answers = a->base != NULL ? lb_mailbox_new(a->base, sizeof(struct lb_admin_answer),
+                                                  lb_admin_on_answers, a)
+                                 : NULL;
+    if (a->http == NULL || a->stop_ev == NULL || a->unlisten_ev == NULL || a->orders == NULL ||
+        a->answers == NULL) {
         snprintf(err, errlen, "admin: evhttp_new failed");
         return -1;
     }
@@ -1150,6 +1049,19 @@ lb_admin_stop(struct lb_daemon *d)
         event_free(a->stop_ev);
     if (a->unlisten_ev != NULL)
         event_free(a->unlisten_ev);
+    /* Main's loop has ended: no answer comes any more, and orders not
+     * carried out are dropped. A request still waiting is freed with its
+     * connection by evhttp_free, or here when evhttp detached it. */
+    lb_mailbox_free(a->answers, lb_admin_drop_answers, NULL);
+    lb_mailbox_free(a->orders, NULL, NULL);
+    a->answers = a->orders = NULL;
+    for (struct lb_admin_wait *w = a->waits, *next; w != NULL; w = next) {
+        next = w->next;
+        if (evhttp_request_get_connection(w->req) == NULL)
+            evhttp_request_free(w->req);
+        free(w);
+    }
+    a->waits = NULL;
     /* evhttp_free frees the listener first, then each connection (whose
      * close callback must not touch the listener any more). Connections
      * not adopted yet hold a reference of ours on their bufferevent. */

@@ -123,7 +123,7 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .srv = srv,
         .in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
         .is_guarded = b->is_guarded,
-        .op = { .admin = b->admin, .weight = srv->conf->weight },
+        .op = b->op,
         .health = lb_server_health_name(srv),
         .consecutive_successes = b->health.consecutive_successes,
         .consecutive_failures = b->health.consecutive_failures,
@@ -279,7 +279,8 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"last_check\":",
-        conf_source_name(srv->conf->source), srv->conf->weight, srv->conf->max_connections,
+        conf_source_name(srv->conf->source), v->op.weight == 0 ? 0 : srv->conf->weight,
+        srv->conf->max_connections,
         bal_state_name(bal_state_of(v->in_rotation, &v->op, active)),
         v->is_guarded ? "true" : "false",
         v->health,

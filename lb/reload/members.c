@@ -127,6 +127,25 @@ lb_members_weigh(struct lb_members *m, struct conf_pool *p)
     m->nweights = kept;
 }
 
+void
+lb_members_weigh_gen(struct lb_daemon *d, struct lb_gen *g)
+{
+    for (size_t i = 0; i < g->nservers; i++)
+        g->servers[i]->b->op.weight = g->servers[i]->conf->weight;
+    for (size_t i = 0; i < d->reload->nmembers; i++) {
+        const struct lb_members *m = d->reload->members[i];
+
+        for (size_t k = 0; k < m->nweights; k++) {
+            struct lb_server *srv = m->weights[k].weight == 0
+                                        ? lb_gen_find_server(g, m->pool, m->weights[k].name)
+                                        : NULL;
+
+            if (srv != NULL)
+                srv->b->op.weight = 0;
+        }
+    }
+}
+
 int
 lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
 {
@@ -195,25 +214,22 @@ lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name)
     return false;
 }
 
-uint32_t
+void
 lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name, uint32_t weight)
 {
     struct lb_members *m = lb_members_get(d, pool);
     struct lb_member w = { .weight = weight };
-    uint32_t before = UINT32_MAX;
 
     if (m == NULL)
-        return before;
+        return;
     for (size_t i = 0; i < m->nweights; i++) {
         if (strcmp(m->weights[i].name, name) == 0) {
-            before = m->weights[i].weight;
             m->weights[i].weight = weight;
-            return before;
+            return;
         }
     }
     snprintf(w.name, sizeof(w.name), "%s", name);
     (void)lb_members_push(&m->weights, &m->nweights, &w);
-    return before;
 }
 
 /* ---------------------------------------------------------- discovery */
@@ -300,8 +316,8 @@ lb_members_spec(const struct conf_pool *p, struct dsc_spec *spec, char *err, siz
 /* After a commit: one discovery per pool of c that asks for it, kept when
  * its spec did not change (a changed one starts over, at once, and keeps
  * the last set until its first answer); the members of pools that are gone
- * go with them. Under state_lock throughout: the admin thread may add a
- * pool's entry meanwhile. */
+ * go with them. Under state_lock throughout: the admin thread reads the
+ * lists for /stats. */
 void
 lb_members_sync(struct lb_daemon *d, const struct conf *c)
 {

@@ -69,8 +69,10 @@ struct lb_reload_run {
     const char *trigger;
     bool is_file;                       /* reads the file (else: members) */
     uint64_t number;                    /* the new generation */
-    uint64_t ticket;                    /* POST /reload requests it answers */
-    uint64_t members_ticket;            /* admin API changes it applies */
+    struct lb_reload_waiters file_waiters;      /* POST /reload requests it
+                                                   answers */
+    struct lb_reload_waiters members_waiters;   /* admin API changes it
+                                                   applies */
     uint64_t started_ms;
     size_t added, removed;
     size_t switched;                    /* workers acknowledged */
@@ -86,8 +88,8 @@ static void lb_reload_finish_if_switched(struct lb_daemon *d);
 static void lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file);
 static void lb_reload_warm_start(struct lb_daemon *d, struct lb_reload_run *run);
 static void lb_reload_free_unused(struct lb_daemon *d);
-static void lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
-                          const char *err, const struct lb_reload_run *run);
+static void lb_reload_end(struct lb_daemon *d, const char *trigger, int rc, const char *err,
+                          struct lb_reload_run *run);
 static void lb_reload_next(struct lb_daemon *d);
 
 /* The service manager sees a reload from its start to its end, failed or
@@ -233,12 +235,14 @@ lb_reload_commit(struct lb_daemon *d, char *err, size_t errlen, struct lb_reload
         srv->b->health.fall = srv->pool->conf->fall ? srv->pool->conf->fall : 1;
         run->added += !srv->b->is_decided;
     }
+    lb_members_weigh_gen(d, ng);
     run->removed = lb_gen_decide(d, ng, old, true, &run->warm_held);
     if (run->warm_held > 0) {
         run->old = old;
         lb_gen_ref(old);
     }
     d->gen = ng;                        /* main's reference moves over */
+    lb_tier_publish(d);                 /* /ready on the new pools */
     lb_log_set_level(ng->conf->global.log_level);
     atomic_store(&d->limit.max, ng->conf->global.max_connections);
     pthread_mutex_unlock(&d->state_lock);
@@ -284,7 +288,7 @@ lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
     }
     if (rc != 0) {
         d->reload->reload_run = NULL;
-        lb_reload_end(d, run->trigger, run->ticket, -1, err, run);
+        lb_reload_end(d, run->trigger, -1, err, run);
         free(run);
         lb_reload_next(d);
         return;
@@ -311,7 +315,8 @@ static void
 lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
 {
     struct lb_reload_run *run = calloc(1, sizeof(*run));
-    uint64_t ticket = 0, members_ticket;    /* a members reload answers no POST */
+    struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file };
+    struct lb_reload_run *r = run != NULL ? run : &failed;
 
     /* A SIGHUP taken before this reload reads the file is covered by it:
      * one whose hup_ev still waits to run would only make another. */
@@ -319,21 +324,20 @@ lb_reload_start(struct lb_daemon *d, const char *trigger, bool is_file)
         event_del(d->reload->hup_ev);
     if (is_file)
         lb_reload_notify(true);
-    pthread_mutex_lock(&d->reload->reload_lock);
-    if (is_file)
-        ticket = d->reload->reload_asked;       /* every request asked so far */
-    members_ticket = d->reload->members_asked;  /* both kinds apply the members */
-    pthread_mutex_unlock(&d->reload->reload_lock);
+    *r = (struct lb_reload_run){ .trigger = trigger, .is_file = is_file,
+                                 .started_ms = lb_mono_ms() };
+    /* It answers every request asked so far: POST /reload if it reads the
+     * file, the members changes either way (both kinds apply them). */
+    if (is_file) {
+        r->file_waiters = d->reload->asked_file;
+        d->reload->asked_file = (struct lb_reload_waiters){ 0 };
+    }
+    r->members_waiters = d->reload->asked_members;
+    d->reload->asked_members = (struct lb_reload_waiters){ 0 };
     if (run == NULL) {
-        struct lb_reload_run failed = { .trigger = trigger, .is_file = is_file,
-                                        .members_ticket = members_ticket };
-
-        lb_reload_end(d, trigger, ticket, -1, "out of memory", &failed);
+        lb_reload_end(d, trigger, -1, "out of memory", &failed);
         return;
     }
-    *run = (struct lb_reload_run){ .trigger = trigger, .is_file = is_file, .ticket = ticket,
-                                   .members_ticket = members_ticket,
-                                   .started_ms = lb_mono_ms() };
     lb_reload_attempt(d, run);
 }
 
@@ -462,7 +466,7 @@ lb_reload_finish_if_switched(struct lb_daemon *d)
     /* Every worker has switched: without open connections the old
      * generation goes now, not at the next cleanup. */
     lb_reload_free_unused(d);
-    lb_reload_end(d, run->trigger, run->ticket, 0, "", run);
+    lb_reload_end(d, run->trigger, 0, "", run);
     free(run);
     lb_reload_next(d);
 }
@@ -478,11 +482,21 @@ lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number)
     lb_reload_finish_if_switched(d);
 }
 
-/* A reload ended: logged, and a file reload counted and answered to the
- * POST /reload requests it covers. */
+/* Tells each waiter of ws the outcome, and empties it. */
 static void
-lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
-              const char *err, const struct lb_reload_run *run)
+lb_reload_answer(struct lb_daemon *d, struct lb_reload_waiters *ws, int rc, const char *msg)
+{
+    for (size_t i = 0; i < ws->n; i++)
+        ws->list[i].done(d, ws->list[i].arg, rc, msg);
+    free(ws->list);
+    *ws = (struct lb_reload_waiters){ 0 };
+}
+
+/* A reload ended: logged, a file reload counted, and the requests it
+ * covers answered. */
+static void
+lb_reload_end(struct lb_daemon *d, const char *trigger, int rc, const char *err,
+              struct lb_reload_run *run)
 {
     char qbuf[1200];
 
@@ -498,14 +512,7 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
         lb_state_save(d);
     if (run->is_file)
         lb_reload_notify(false);
-    pthread_mutex_lock(&d->reload->reload_lock);
-    if (run->members_ticket > d->reload->members_done) {
-        d->reload->members_done = run->members_ticket;
-        d->reload->members_status = rc;
-        snprintf(d->reload->members_message, sizeof(d->reload->members_message), "%s", err);
-        pthread_cond_broadcast(&d->reload->reload_cond);
-    }
-    pthread_mutex_unlock(&d->reload->reload_lock);
+    lb_reload_answer(d, &run->members_waiters, rc, err);
     if (!run->is_file)
         return;
     pthread_mutex_lock(&d->state_lock);
@@ -518,14 +525,7 @@ lb_reload_end(struct lb_daemon *d, const char *trigger, uint64_t ticket, int rc,
         d->reload->fig.reload_error = strdup(err);
     }
     pthread_mutex_unlock(&d->state_lock);
-
-    pthread_mutex_lock(&d->reload->reload_lock);
-    d->reload->reload_status = rc;
-    snprintf(d->reload->reload_message, sizeof(d->reload->reload_message), "%s", err);
-    if (ticket > d->reload->reload_done)
-        d->reload->reload_done = ticket;
-    pthread_cond_broadcast(&d->reload->reload_cond);
-    pthread_mutex_unlock(&d->reload->reload_lock);
+    lb_reload_answer(d, &run->file_waiters, rc, err);
 }
 
 /* ---------------------------------------------------------------- SIGHUP */
@@ -549,55 +549,39 @@ lb_reload_signal(struct lb_daemon *d)
 
 /* --------------------------------------------------------- POST /reload */
 
-/* Asks main for a reload of kind (file, or members) and waits for the one
- * that covers the request: its status, its message in msg. */
-static int
-lb_reload_wait(struct lb_daemon *d, enum lb_main_msg_kind kind, uint64_t *asked,
-               const uint64_t *done, const int *status, const char *message, char *msg,
-               size_t len)
+/* Keeps done(arg) for the next reload that covers it; out of memory, it
+ * is told at once. */
+static bool
+lb_reload_wait(struct lb_daemon *d, struct lb_reload_waiters *ws, lb_reload_done_pt done,
+               void *arg)
 {
-    struct lb_main_msg m = { .kind = kind };
-    struct timespec deadline;
-    uint64_t ticket;
-    int rc = -1;
+    if (ws->n == ws->cap) {
+        size_t cap = ws->cap ? ws->cap * 2 : 8;
+        struct lb_reload_waiter *l = realloc(ws->list, cap * sizeof(*l));
 
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 30;
-    pthread_mutex_lock(&d->reload->reload_lock);
-    ticket = ++*asked;
-    pthread_mutex_unlock(&d->reload->reload_lock);
-    if (lb_mailbox_post(d->mailbox, &m) == -1) {
-        snprintf(msg, len, "out of memory");
-        return -1;
+        if (l == NULL) {
+            done(d, arg, -1, "out of memory");
+            return false;
+        }
+        ws->list = l;
+        ws->cap = cap;
     }
-
-    pthread_mutex_lock(&d->reload->reload_lock);
-    while (*done < ticket) {
-        if (pthread_cond_timedwait(&d->reload->reload_cond, &d->reload->reload_lock, &deadline) != 0)
-            break;
-    }
-    if (*done >= ticket) {
-        rc = *status;
-        snprintf(msg, len, "%s", message);
-    } else {
-        snprintf(msg, len, "reload did not finish in 30 s");
-    }
-    pthread_mutex_unlock(&d->reload->reload_lock);
-    return rc;
+    ws->list[ws->n++] = (struct lb_reload_waiter){ done, arg };
+    return true;
 }
 
-int
-lb_reload_request(struct lb_daemon *d, char *msg, size_t len)
+void
+lb_reload_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg)
 {
-    return lb_reload_wait(d, LB_MAIN_RELOAD, &d->reload->reload_asked, &d->reload->reload_done,
-                          &d->reload->reload_status, d->reload->reload_message, msg, len);
+    if (lb_reload_wait(d, &d->reload->asked_file, done, arg))
+        lb_reload(d, "admin");
 }
 
-int
-lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len)
+void
+lb_reload_members_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg)
 {
-    return lb_reload_wait(d, LB_MAIN_MEMBERS, &d->reload->members_asked, &d->reload->members_done,
-                          &d->reload->members_status, d->reload->members_message, msg, len);
+    if (lb_reload_wait(d, &d->reload->asked_members, done, arg))
+        lb_reload_members(d, "api");
 }
 
 /* ---------------------------------------------------------- old gens */
@@ -637,11 +621,7 @@ lb_reload_on_cleanup(evutil_socket_t fd, short what, void *arg)
 int
 lb_reload_new(struct lb_daemon *d)
 {
-    if ((d->reload = calloc(1, sizeof(*d->reload))) == NULL)
-        return -1;
-    pthread_mutex_init(&d->reload->reload_lock, NULL);
-    pthread_cond_init(&d->reload->reload_cond, NULL);
-    return 0;
+    return (d->reload = calloc(1, sizeof(*d->reload))) != NULL ? 0 : -1;
 }
 
 void
@@ -649,8 +629,6 @@ lb_reload_free(struct lb_daemon *d)
 {
     if (d->reload == NULL)
         return;
-    pthread_mutex_destroy(&d->reload->reload_lock);
-    pthread_cond_destroy(&d->reload->reload_cond);
     free(d->reload);
     d->reload = NULL;
 }
@@ -691,6 +669,12 @@ lb_reload_fini(struct lb_daemon *d)
     d->reload->retired_ev = d->reload->hup_ev = d->reload->warm_ev = d->reload->settle_ev = NULL;
     if (d->reload->reload_run != NULL && d->reload->reload_run->old != NULL)
         lb_gen_unref(d->reload->reload_run->old);
+    if (d->reload->reload_run != NULL) {
+        lb_reload_answer(d, &d->reload->reload_run->members_waiters, -1, "lb is stopping");
+        lb_reload_answer(d, &d->reload->reload_run->file_waiters, -1, "lb is stopping");
+    }
+    lb_reload_answer(d, &d->reload->asked_members, -1, "lb is stopping");
+    lb_reload_answer(d, &d->reload->asked_file, -1, "lb is stopping");
     free(d->reload->reload_run);
     d->reload->reload_run = NULL;
     for (size_t i = 0; i < d->reload->fig.nretired; i++)

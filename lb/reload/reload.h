@@ -65,6 +65,11 @@ void lb_members_fini(struct lb_daemon *d);
 /* Appends the members of every pool of c (a copy of the file's config) to
  * its servers. -1 with err set when out of memory or a member is refused. */
 int lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen);
+/* Each server's weight as the decision takes it (op.weight): the
+ * configured one (the API's above 0 is in it already), 0 where the API
+ * set 0 (the config keeps a weight of 1 or more). Before g's first
+ * decision; caller holds state_lock, or is alone at start. */
+void lb_members_weigh_gen(struct lb_daemon *d, struct lb_gen *g);
 /* After a commit of the file c: starts, keeps or stops each pool's
  * discovery. Main thread, not from a discovery callback. */
 void lb_members_sync(struct lb_daemon *d, const struct conf *c);
@@ -77,10 +82,10 @@ const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *po
 int lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
                        const char **conflict);
 bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
-/* A weight for a server of any source, kept until it leaves the pool;
- * returns the weight it had from the API before (UINT32_MAX: none). */
-uint32_t lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
-                               uint32_t weight);
+/* A weight for a server of any source, kept until it leaves the pool
+ * (out of memory, the next generation keeps the one it had). */
+void lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
+                           uint32_t weight);
 /* A hand-over (takeover.c): every pool's API and discovered members and
  * API weights as lines ("member api|dns POOL NAME ADDR WEIGHT MAXCONN",
  * "weight POOL NAME WEIGHT"), malloc'd, NULL when out of memory; and one
@@ -124,10 +129,15 @@ void lb_reload_fini(struct lb_daemon *d);
  * switch). Main thread. */
 void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);
 
-/* POST /reload: asks main to reload and waits for the outcome. Returns the
- * reload's status (0 or -1) with its message in msg. Admin thread. */
-int lb_reload_request(struct lb_daemon *d, char *msg, size_t len);
-/* The same for a members reload, after the admin API changed members. */
-int lb_reload_members_request(struct lb_daemon *d, char *msg, size_t len);
+/* POST /reload and the admin API's members changes, on main: done(d,
+ * arg, rc, msg) is called once with the outcome (rc 0 or -1, msg why) of
+ * the reload that covers the request: the next file reload to start
+ * (lb_reload_request), the next reload of either kind, which both apply
+ * the members (lb_reload_members_request). Requests asked while a reload
+ * runs are answered together by the one that comes after it. At exit,
+ * requests still waiting get -1. Main thread. */
+typedef void (*lb_reload_done_pt)(struct lb_daemon *d, void *arg, int rc, const char *msg);
+void lb_reload_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg);
+void lb_reload_members_request(struct lb_daemon *d, lb_reload_done_pt done, void *arg);
 
 #endif /* LB_RELOAD_H */

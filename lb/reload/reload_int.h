@@ -5,7 +5,6 @@
 #ifndef LB_RELOAD_INT_H
 #define LB_RELOAD_INT_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,16 +33,14 @@ struct lb_reload {
     size_t nmembers;
     struct event *members_ev;           /* a set changed: a members reload */
 
-    /* the admin thread's requests, answered by main */
-    pthread_mutex_t reload_lock;        /* guards the fields below */
-    pthread_cond_t reload_cond;
-    uint64_t reload_asked, reload_done; /* tickets of POST /reload */
-    int reload_status;                  /* of the reload that ended last */
-    char reload_message[1024];
-    uint64_t members_asked, members_done;   /* tickets of the admin API's
-                                               members changes */
-    int members_status;
-    char members_message[1024];
+    /* requests waiting for the next reload to start (lb_reload_request) */
+    struct lb_reload_waiters {
+        struct lb_reload_waiter {
+            lb_reload_done_pt done;
+            void *arg;
+        } *list;
+        size_t n, cap;
+    } asked_file, asked_members;
 };
 
 /* A reload that warms new servers before the switch: ends the warm-up when

@@ -58,7 +58,7 @@ lb_backend_new(const struct conf_pool *cp, uint32_t id, bool is_reload)
     b->beat = BAL_BEAT_PASS;            /* until a report says otherwise */
     if (cp->check == CONF_CHECK_NONE) {
         bal_health_init(&b->health, cp->rise, cp->fall);
-        b->health.state = BAL_HEALTH_UP;
+        (void)bal_health_restore(&b->health, BAL_HEALTH_UP, 0, 0, 0);
     } else if (is_reload) {
         bal_health_init_pending(&b->health, cp->rise, cp->fall);
     } else {

@@ -2,8 +2,8 @@
  * server.c - where health verdicts, operator actions and reloads turn into
  * rotation changes.
  *
- * Main thread (and the admin thread for operator actions), always under
- * daemon->state_lock. Each path records its fact (a probe result fed to
+ * Main thread only (the admin port's orders come to main: admin_order.c),
+ * always under daemon->state_lock, which the admin thread takes to read. Each path records its fact (a probe result fed to
  * rise/fall, an operator's action, a reload's new server set) and asks for
  * a decision over the whole pool: lb_decide() hands every server's inputs
  * to bal_rotation_decide() (balancer/rotation.c), the one place that
@@ -188,13 +188,6 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
            pc->nservers, m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN ? detection_ms : 0);
 }
 
-/* The operator's inputs of a server as the decision takes them. */
-static struct bal_operator
-lb_server_operator(const struct lb_server *srv)
-{
-    return (struct bal_operator){ .admin = srv->b->admin, .weight = srv->conf->weight };
-}
-
 /* One decision over the n servers in d->state->decide_servers (a pool, and at a
  * reload the servers it lost), and what it changes. cause is the index of
  * the server whose input changed (BAL_CAUSE_BUILD: none); cause_reason the
@@ -217,7 +210,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
 
         m[i] = (struct bal_member){
             .health = b->health.state,
-            .op = lb_server_operator(srv),
+            .op = b->op,
             .is_removed = b->is_removed,
             .is_new = !b->is_decided,
             .was_in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
@@ -258,6 +251,8 @@ lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
         d->state->decide_servers[i] = &pool->servers[i];
     lb_decide(d, pool->conf, n, kind, cause != NULL ? cause->index : 0, reason, detection_ms,
               false);
+    if (d->state->data.decided != NULL)
+        d->state->data.decided(d);
 }
 
 /* A server of old that generation g does not have. */
@@ -332,6 +327,8 @@ lb_gen_decide(struct lb_daemon *d, struct lb_gen *g, const struct lb_gen *old, b
         removed += n;
         lb_decide(d, NULL, n, BAL_CAUSE_BUILD, 0, "reload", 0, false);
     }
+    if (d->state->data.decided != NULL)
+        d->state->data.decided(d);
     return removed;
 }
 
@@ -339,9 +336,9 @@ bool
 lb_gen_is_warming(const struct lb_gen *g)
 {
     for (size_t i = 0; i < g->nservers; i++) {
-        struct bal_operator op = lb_server_operator(g->servers[i]);
+        const struct lb_backend *b = g->servers[i]->b;
 
-        if (bal_is_warming(g->servers[i]->b->health.state, &op))
+        if (bal_is_warming(b->health.state, &b->op))
             return true;
     }
     return false;
@@ -361,13 +358,34 @@ lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin a
         [BAL_ADMIN_DISABLE] = "operator: disable",
     };
 
-    if (srv->b->admin == admin)
+    if (srv->b->op.admin == admin)
         return;
-    srv->b->admin = admin;
+    srv->b->op.admin = admin;
     lb_log(CONF_LOG_INFO, events[admin], "pool=%s server=%s health=%s",
            srv->pool->conf->name, srv->conf->name,
            bal_health_state_name(srv->b->health.state));
     lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reasons[admin], 0);
+}
+
+void
+lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight)
+{
+    char reason[32];
+
+    if (srv->b->op.weight == weight)
+        return;
+    srv->b->op.weight = weight;
+    snprintf(reason, sizeof(reason), "operator: weight %u", weight);
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reason, 0);
+}
+
+void
+lb_server_delete(struct lb_daemon *d, struct lb_server *srv)
+{
+    if (srv->b->op.is_api_removed)
+        return;
+    srv->b->op.is_api_removed = true;
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, "operator: delete", 0);
 }
 
 void
@@ -446,8 +464,8 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
  * changes of a tick, so that a lone change takes effect before its
  * answer; past those, the tick does it, for every server whose heartbeat
  * changed meanwhile. A fleet whose agents all come back at once (10,000
- * servers, each a decision over 10,000) would otherwise cost the admin
- * thread seconds under state_lock. cause NULL: the tick. */
+ * servers, each a decision over 10,000) would otherwise cost main
+ * seconds under state_lock. cause NULL: the tick. */
 static void
 lb_beat_decide(struct lb_daemon *d, struct lb_pool *pool, const struct lb_server *cause,
                uint64_t now)

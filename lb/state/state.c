@@ -48,7 +48,7 @@ lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
             .health = b->health.state,
             .successes = b->health.consecutive_successes,
             .failures = b->health.consecutive_failures,
-            .admin = b->admin,
+            .admin = b->op.admin,
             .down_ms = b->health.state == BAL_HEALTH_DOWN && now > b->down_since_ms
                            ? now - b->down_since_ms : 0,
         };
@@ -122,16 +122,23 @@ lb_state_apply(struct lb_gen *g, const struct bal_saved *saved, size_t n, bool i
         if (srv == NULL || strcmp(srv->conf->addr.text, saved[i].addr) != 0)
             continue;                   /* gone, or another server now */
         b = srv->b;
-        b->admin = saved[i].admin;
         if (srv->pool->conf->check != CONF_CHECK_NONE) {
-            b->health.state = saved[i].health;
-            b->health.consecutive_successes = saved[i].successes;
-            b->health.consecutive_failures = saved[i].failures;
-            b->health.consecutive_alive = saved[i].health == BAL_HEALTH_DOWN ? 0
-                                                                             : saved[i].successes;
-            b->down_since_ms = now > saved[i].down_ms ? now - saved[i].down_ms : 0;
+            const struct bal_saved *s = &saved[i];
+            uint64_t down_since = now > s->down_ms ? now - s->down_ms : 0;
+
+            /* rise/fall's own rules: a saved down server needs rise passes */
+            if (!bal_health_restore(&b->health, s->health, s->successes, s->failures,
+                                    s->health == BAL_HEALTH_DOWN ? down_since : now)) {
+                lb_log(CONF_LOG_WARN, "state_skipped", "pool=%s server=%s health=%s "
+                       "successes=%u failures=%u detail=\"not a state a run of probes leaves\"",
+                       s->pool, s->name, bal_health_state_name(s->health), s->successes,
+                       s->failures);
+                continue;
+            }
+            b->down_since_ms = down_since;
             b->is_handed_over = is_handed_over;
         }
+        b->op.admin = saved[i].admin;
         applied++;
     }
     return applied;

@@ -1,9 +1,9 @@
 /*
  * state.h - server state and generations: building a generation (gen.c),
  * where health verdicts, operator actions and reloads turn into rotation
- * changes (server.c), and the state file (state.c). Main thread, and the
- * admin thread for operator actions, under daemon->state_lock unless a
- * comment says otherwise.
+ * changes (server.c), and the state file (state.c). Main thread, under
+ * daemon->state_lock unless a comment says otherwise (the admin thread
+ * takes it to read, never writes).
  */
 #ifndef LB_STATE_H
 #define LB_STATE_H
@@ -61,8 +61,15 @@ bool lb_gen_is_warming(const struct lb_gen *g);
  * g, before a reload commits. -1 when out of memory. */
 int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const struct lb_gen *old);
 
-/* An operator's action; caller holds state_lock. */
+/* The operator's inputs of the decision, each set alone (none writes
+ * another: disable, weight 0, weight 5 leaves the server disabled), and
+ * the pool decided: enable, drain or disable; the admin API's weight (0:
+ * in the pool, no new connections); a delete through the API (out at
+ * once, drains until the members reload takes it out of the pool).
+ * Caller holds state_lock. */
 void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin);
+void lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight);
+void lb_server_delete(struct lb_daemon *d, struct lb_server *srv);
 
 /* A heartbeat from the server itself (POST .../heartbeat): it can take the
  * server out (fail), make it warning (warn), or let the probe decide
@@ -72,16 +79,20 @@ void lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_be
 /* What /stats calls its health: the probe's state, "warning" while the
  * decision says so, "down" while its heartbeat failed or expired. */
 const char *lb_server_health_name(const struct lb_server *srv);
-/* What a decision asks of the data path, which state/ reaches only
- * through these (main passes data/'s calls, so that data/, which walks
- * the generations, and state/ do not call each other): scan, a server's
+/* What a decision asks of the data path and the tier, which state/
+ * reaches only through these (main passes their calls, so that data/,
+ * which walks the generations, and state/ do not call each other): scan, a server's
  * open connections got a drain deadline (every worker scans its
  * sessions); kick, a pool's servers may have slots for its queue. */
 typedef void (*lb_state_scan_pt)(struct lb_daemon *d);
 typedef void (*lb_state_kick_pt)(struct lb_queue *q);
+/* decided: rotation may have changed; what follows from it (/ready's
+ * verdict, tier/) is worked out again. Caller holds state_lock. */
+typedef void (*lb_state_decided_pt)(struct lb_daemon *d);
 struct lb_state_data {
     lb_state_scan_pt scan;
     lb_state_kick_pt kick;
+    lb_state_decided_pt decided;
 };
 
 /* Allocates d->state (data is copied) and starts the main thread's 100 ms

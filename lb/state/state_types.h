@@ -48,8 +48,9 @@ struct lb_backend {
      * closed (monotonic ms; 0 = never: it is in rotation) */
     _Atomic uint64_t drain_deadline_ms;
 
-    /* under state_lock: the inputs of the decision ... */
-    enum bal_admin admin;
+    /* under state_lock, written by main: the inputs of the decision ... */
+    struct bal_operator op;             /* admin, weight (0: drains),
+                                           deleted through the API */
     bool is_removed;                    /* gone from the config (reload) */
     bool is_decided;                    /* placed by a decision once */
     bool is_handed_over;                /* state from the process lb -x

@@ -9,7 +9,12 @@
  *
  * /ready says 503 from the first SIGTERM on (and after a hand-over), so
  * the routing layer moves the traffic away while lb still serves it.
- * Main thread, but for lb_tier_ready (admin thread) and is_withdrawn.
+ *
+ * /ready is an output of main's decisions, not a policy of the HTTP
+ * handler: main works the verdict out after each decision, generation
+ * swap, withdrawal and hand-over (lb_tier_publish) and publishes it; the
+ * admin thread only reads it (lb_tier_ready). Main thread, but for
+ * lb_tier_ready.
  */
 #include <errno.h>
 #include <signal.h>
@@ -25,12 +30,15 @@
 #include "tier.h"
 
 /* Who owns it: main allocates it (lb_tier_init) and frees it after the
- * admin port stopped. Events: main only. */
+ * admin port stopped. Events and is_withdrawn: main only. */
 struct lb_tier {
     struct event *shutdown_timer_ev;    /* shutdown_timeout, once stopping */
     struct event *withdraw_ev;          /* withdraw_delay, once withdrawing */
-    _Atomic bool is_withdrawn;          /* a SIGTERM came: /ready says 503
-                                           (read by the admin thread) */
+    bool is_withdrawn;                  /* a SIGTERM came, or a hand-over */
+    /* The published verdict: main writes both under state_lock; the flag
+     * is read without it when ready, the reasons under it. */
+    _Atomic bool is_ready;
+    struct lb_text reasons;             /* one line each, in order */
 };
 
 int
@@ -51,9 +59,12 @@ lb_tier_fini(struct lb_daemon *d)
         event_free(t->shutdown_timer_ev);
     if (t->withdraw_ev != NULL)
         event_free(t->withdraw_ev);
+    free(t->reasons.p);
     free(t);
     d->tier = NULL;
 }
+
+static void lb_tier_withdrawn(struct lb_daemon *d);
 
 static void
 lb_tier_on_shutdown_timeout(evutil_socket_t fd, short what, void *arg)
@@ -105,7 +116,7 @@ lb_tier_on_signal(struct lb_daemon *d, int sig)
         lb_tier_on_shutdown_timeout(-1, 0, d);
         return;
     }
-    atomic_store(&t->is_withdrawn, true);       /* /ready: 503 from now on */
+    lb_tier_withdrawn(d);                       /* /ready: 503 from now on */
     if (t->withdraw_ev != NULL) {
         /* A second signal while withdrawing: stop accepting now. */
         event_free(t->withdraw_ev);
@@ -131,7 +142,7 @@ lb_tier_on_signal(struct lb_daemon *d, int sig)
 void
 lb_tier_handed_over(struct lb_daemon *d)
 {
-    atomic_store(&d->tier->is_withdrawn, true);
+    lb_tier_withdrawn(d);
 }
 
 bool
@@ -152,20 +163,29 @@ lb_tier_is_leaving(const struct lb_daemon *d)
  * lb of a tier, so a failure that empties one node's pool empties them
  * all, and withdrawing every node would take the service off the network);
  * not ready from the first SIGTERM on. */
-bool
-lb_tier_ready(struct lb_daemon *d, lb_tier_reason_pt reason, void *arg)
+void
+lb_tier_publish(struct lb_daemon *d)
 {
+    struct lb_tier *t = d->tier;
     bool is_ready = true;
 
-    if (atomic_load(&d->tier->is_withdrawn)) {
-        reason(arg, "stopping: a SIGTERM came (withdraw_delay, then the drain)");
+    if (t == NULL || d->gen == NULL)
+        return;                         /* before the start's first decision */
+    /* The text keeps its room: a decision does not allocate once it has
+     * grown (out of memory it starts over at the next one). */
+    if (t->reasons.is_failed) {
+        free(t->reasons.p);
+        t->reasons = (struct lb_text){ 0 };
+    }
+    t->reasons.len = 0;
+    if (t->is_withdrawn) {
+        (void)lb_text_printf(&t->reasons, "%s\n",
+                             "stopping: a SIGTERM came (withdraw_delay, then the drain)");
         is_ready = false;
     }
-    pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools; i++) {
         const struct lb_pool *p = &d->gen->pools[i];
         bool is_used = false, has_server = false;
-        char msg[CONF_NAME_MAX + 64];
 
         for (size_t k = 0; k < d->gen->conf->nfrontends && !is_used; k++)
             is_used = d->gen->frontends[k].pool == p;
@@ -173,9 +193,39 @@ lb_tier_ready(struct lb_daemon *d, lb_tier_reason_pt reason, void *arg)
             has_server = bal_server_in_rotation(p->bal, k);
         if (!is_used || has_server)
             continue;
-        snprintf(msg, sizeof(msg), "pool %s: no server in rotation", p->conf->name);
-        reason(arg, msg);
+        (void)lb_text_printf(&t->reasons, "pool %s: no server in rotation\n", p->conf->name);
         is_ready = false;
+    }
+    atomic_store(&t->is_ready, is_ready);
+}
+
+/* A SIGTERM came, or a new process took over: published at once. */
+static void
+lb_tier_withdrawn(struct lb_daemon *d)
+{
+    pthread_mutex_lock(&d->state_lock);
+    d->tier->is_withdrawn = true;
+    lb_tier_publish(d);
+    pthread_mutex_unlock(&d->state_lock);
+}
+
+bool
+lb_tier_ready(struct lb_daemon *d, lb_tier_reason_pt reason, void *arg)
+{
+    struct lb_tier *t = d->tier;
+    bool is_ready;
+
+    if (atomic_load(&t->is_ready))
+        return true;
+    pthread_mutex_lock(&d->state_lock);
+    is_ready = atomic_load(&t->is_ready);
+    for (size_t at = 0; !is_ready && at < t->reasons.len;) {
+        char *end = memchr(t->reasons.p + at, '\n', t->reasons.len - at);
+
+        *end = '\0';                   /* for the call; put back below */
+        reason(arg, t->reasons.p + at);
+        *end = '\n';
+        at = (size_t)(end - t->reasons.p) + 1;
     }
     pthread_mutex_unlock(&d->state_lock);
     return is_ready;

@@ -29,9 +29,14 @@ void lb_tier_handed_over(struct lb_daemon *d);
 bool lb_tier_is_stopping(const struct lb_daemon *d);
 bool lb_tier_is_leaving(const struct lb_daemon *d);
 
-/* /ready's verdict: true when lb takes traffic; else false, and each
- * reason is told to reason(arg, text) in turn. Takes state_lock. Admin
- * thread (any thread). */
+/* /ready's verdict, an output of main's decisions: main works it out
+ * and publishes it after each decision, generation swap, withdrawal and
+ * hand-over (lb_tier_publish: main, caller holds state_lock; state/
+ * reaches it through lb_state_data). lb_tier_ready reads what was
+ * published: true when lb takes traffic; else false, and each reason is
+ * told to reason(arg, text) in turn (under state_lock, which it takes).
+ * Any thread. */
+void lb_tier_publish(struct lb_daemon *d);
 typedef void (*lb_tier_reason_pt)(void *arg, const char *reason);
 bool lb_tier_ready(struct lb_daemon *d, lb_tier_reason_pt reason, void *arg);
 

@@ -80,11 +80,14 @@ class MembersApiTest(harness.LbTestCase):
         names = [self.who() for _ in range(8)]
         self.assertEqual((names.count("A"), names.count("B")), (6, 2), names)
         # weight 0: in the pool, no new connection (drained)
+        # (the weight is an input of its own: the operator's admin stays none)
         r = self.post_json("/pools/web/servers/web1/weight", {"weight": 0})
-        self.assertEqual((r.status, r.json()["admin"]), (200, "drain"), str(r))
+        self.assertEqual((r.status, r.json()["admin"], r.json()["state"], r.json()["weight"]),
+                         (200, "none", "draining", 0), str(r))
         self.assertEqual({self.who() for _ in range(6)}, {"B"})
         r = self.post_json("/pools/web/servers/web1/weight", {"weight": 1})
-        self.assertEqual((r.status, r.json()["admin"]), (200, "none"), str(r))
+        self.assertEqual((r.status, r.json()["admin"], r.json()["state"], r.json()["weight"]),
+                         (200, "none", "up", 1), str(r))
         self.assertEqual({self.who() for _ in range(6)}, {"A", "B"})
 
         # an open connection to web9 drains through its delete
