@@ -190,10 +190,10 @@ test_apply(void)
      * give or take the time from the lines to their applying */
     CHECK(a->down_since_ms >= a_down_since && a->down_since_ms - a_down_since < 1000);
     CHECK(!a->is_handed_over);
-    CHECK_EQ_INT(fx_server(&g, "web", "b")->b->admin, BAL_ADMIN_DRAIN);
+    CHECK_EQ_INT(fx_server(&g, "web", "b")->b->op.admin, BAL_ADMIN_DRAIN);
     CHECK_EQ_INT(fx_server(&g, "web", "c")->b->health.state, BAL_HEALTH_STARTING);
     CHECK_EQ_INT(fx_server(&g, "web", "d")->b->health.state, BAL_HEALTH_STARTING);
-    CHECK_EQ_INT(fx_server(&g, "api", "x")->b->admin, BAL_ADMIN_DISABLE);
+    CHECK_EQ_INT(fx_server(&g, "api", "x")->b->op.admin, BAL_ADMIN_DISABLE);
     CHECK_EQ_INT(fx_server(&g, "api", "x")->b->health.state, BAL_HEALTH_UP);
 
     /* the first decision: down and operator states stay out, the rest in */
@@ -277,9 +277,9 @@ test_file_round_trip(void)
     lb_state_load(&g.d, g.d.gen);
     fx_decide(&g);
     CHECK_EQ_INT(fx_server(&g, "web", "a")->b->health.state, BAL_HEALTH_DOWN);
-    CHECK_EQ_INT(fx_server(&g, "web", "b")->b->admin, BAL_ADMIN_DRAIN);
+    CHECK_EQ_INT(fx_server(&g, "web", "b")->b->op.admin, BAL_ADMIN_DRAIN);
     CHECK_EQ_INT(fx_server(&g, "web", "c")->b->health.state, BAL_HEALTH_UP);
-    CHECK_EQ_INT(fx_server(&g, "api", "x")->b->admin, BAL_ADMIN_DISABLE);
+    CHECK_EQ_INT(fx_server(&g, "api", "x")->b->op.admin, BAL_ADMIN_DISABLE);
     CHECK(!in_rotation(&g, "web", "a"));
     CHECK(in_rotation(&g, "web", "c"));
     fx_stop(&g);
@@ -321,13 +321,13 @@ test_file_ignored(void)
         lb_state_load(&g.d, g.d.gen);
         if (is_good) {
             CHECK_EQ_INT(fx_server(&g, "web", "a")->b->health.state, BAL_HEALTH_DOWN);
-            CHECK_EQ_INT(fx_server(&g, "web", "b")->b->admin, BAL_ADMIN_DRAIN);
+            CHECK_EQ_INT(fx_server(&g, "web", "b")->b->op.admin, BAL_ADMIN_DRAIN);
         } else {
             if (fx_server(&g, "web", "a")->b->health.state != BAL_HEALTH_STARTING ||
-                fx_server(&g, "web", "b")->b->admin != BAL_ADMIN_NONE)
+                fx_server(&g, "web", "b")->b->op.admin != BAL_ADMIN_NONE)
                 fprintf(stderr, "case: %s\n", cases[i].why);
             CHECK_EQ_INT(fx_server(&g, "web", "a")->b->health.state, BAL_HEALTH_STARTING);
-            CHECK_EQ_INT(fx_server(&g, "web", "b")->b->admin, BAL_ADMIN_NONE);
+            CHECK_EQ_INT(fx_server(&g, "web", "b")->b->op.admin, BAL_ADMIN_NONE);
         }
         fx_stop(&g);
     }
