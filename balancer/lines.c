@@ -135,9 +135,10 @@ bal_line_take(const struct bal_line_field *f, const char *v, size_t n, void *rec
         return 0;
     case BAL_LINE_UINT:
     case BAL_LINE_MILLIS:
-        if ((f->type == BAL_LINE_UINT ? bal_line_number(v, n, &x) : bal_line_millis(v, n, &x)) ==
-                -1 ||
-            x < f->min || x > f->max || x > bal_line_size_max(f))
+        if ((f->type == BAL_LINE_UINT ? bal_line_number(v, n, &x)
+                                      : bal_line_millis(v, n, &x)) == -1)
+            return -1;
+        if (x < f->min || x > f->max || x > bal_line_size_max(f))
             return -1;
         bal_line_set(rec, f, x);
         return 0;
