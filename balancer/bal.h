@@ -354,7 +354,7 @@ uint64_t bal_drain_deadline(uint64_t now_ms, uint64_t timeout_ms);
 
 /* ------------------------------------------------------------ saved.c
  * A server's state as the state file keeps it (one line each; see saved.c
- * for the format). Pure. */
+ * for the format, two line kinds of bal_lines.h). Pure. */
 struct bal_saved {
     char pool[64], name[64];        /* CONF_NAME_MAX + 1 */
     char addr[280];                 /* as written in the config */

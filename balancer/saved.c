@@ -7,166 +7,89 @@
  *   lb-state 1 1796150000.123
  *   server web web1 10.0.0.1:8080 health=down successes=0 failures=3 admin=none down_ms=4200
  *
- * The header's number is the format, then the unix time of writing. Names
- * and addresses have no blanks (the config's own rules); a line that is
- * not exactly this shape is an error, and the reader then ignores the file.
+ * The header's number is the format, then the unix time of writing. The
+ * lines are two kinds of bal_lines.h: files of older versions read as they
+ * did, and a line that is not exactly this shape is an error (the reader
+ * then ignores the file).
  */
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bal.h"
+#include "bal_lines.h"
 
-#define BAL_SAVED_MAGIC "lb-state 1 "
+/* The states a file holds: starting and pending are not saved. */
+static const char *const bal_saved_healths[] = {
+    [BAL_HEALTH_UP] = "up", [BAL_HEALTH_DOWN] = "down", [BAL_HEALTH_WARNING] = "warning",
+};
+static const char *const bal_saved_admins[] = {
+    [BAL_ADMIN_NONE] = "none", [BAL_ADMIN_DRAIN] = "drain", [BAL_ADMIN_DISABLE] = "disable",
+};
+
+static const struct bal_line_field bal_saved_fields[] = {
+    BAL_LINE_WORD_FIELD("pool", struct bal_saved, pool),
+    BAL_LINE_WORD_FIELD("name", struct bal_saved, name),
+    BAL_LINE_WORD_FIELD("address", struct bal_saved, addr),
+    BAL_LINE_ENUM_FIELD("health=", struct bal_saved, health, bal_saved_healths),
+    BAL_LINE_UINT_FIELD("successes=", struct bal_saved, successes, 0, UINT32_MAX),
+    BAL_LINE_UINT_FIELD("failures=", struct bal_saved, failures, 0, UINT32_MAX),
+    BAL_LINE_ENUM_FIELD("admin=", struct bal_saved, admin, bal_saved_admins),
+    BAL_LINE_UINT_FIELD("down_ms=", struct bal_saved, down_ms, 0, UINT64_MAX),
+};
+static const struct bal_line_kind bal_saved_kind = BAL_LINE_KIND("server", bal_saved_fields);
+
+struct bal_saved_head {
+    uint64_t written_ms;                /* unix time */
+};
+
+/* The year 5138: far enough, and a double holds each millisecond below
+ * it, so that the time read is the time written. */
+#define BAL_SAVED_TIME_MAX_MS UINT64_C(100000000000000)
+
+static const struct bal_line_field bal_saved_head_fields[] = {
+    BAL_LINE_MILLIS_FIELD("time", struct bal_saved_head, written_ms, BAL_SAVED_TIME_MAX_MS),
+};
+static const struct bal_line_kind bal_saved_head_kind =
+    BAL_LINE_KIND("lb-state 1", bal_saved_head_fields);
 
 int
 bal_saved_header(const char *line, double *written_at)
 {
-    char *end;
-    double t;
+    struct bal_saved_head h;
+    char err[80];
 
-    if (strncmp(line, BAL_SAVED_MAGIC, sizeof(BAL_SAVED_MAGIC) - 1) != 0)
+    if (bal_line_parse(line, &bal_saved_head_kind, &h, err, sizeof(err)) == -1)
         return -1;
-    line += sizeof(BAL_SAVED_MAGIC) - 1;
-    if (*line < '0' || *line > '9')
-        return -1;
-    t = strtod(line, &end);
-    if (*end != '\0' || t < 0)
-        return -1;
-    *written_at = t;
+    *written_at = (double)h.written_ms / 1000;
     return 0;
 }
 
 size_t
 bal_saved_format_header(char *buf, size_t len, double written_at)
 {
-    int n = snprintf(buf, len, BAL_SAVED_MAGIC "%.3f\n", written_at);
+    /* ms to the nearest, as "%.3f" rounded; a clock before 1970 as 0 (an
+     * old file at the next start), one past the bound not written (0) */
+    struct bal_saved_head h = {
+        !(written_at > 0) ? 0
+        : written_at < 1e15 ? (uint64_t)(written_at * 1000 + 0.5) : UINT64_MAX,
+    };
 
-    return n > 0 && (size_t)n < len ? (size_t)n : 0;
+    return bal_line_format(buf, len, &bal_saved_head_kind, &h);
 }
 
 size_t
 bal_saved_format(char *buf, size_t len, const struct bal_saved *s)
 {
-    int n = snprintf(buf, len, "server %s %s %s health=%s successes=%u failures=%u admin=%s "
-                     "down_ms=%llu\n", s->pool, s->name, s->addr,
-                     bal_health_state_name(s->health), s->successes, s->failures,
-                     bal_admin_name(s->admin), (unsigned long long)s->down_ms);
-
-    return n > 0 && (size_t)n < len ? (size_t)n : 0;
-}
-
-/* Copies the next blank-separated word of *p into dst (cap bytes); -1 when
- * there is none or it does not fit. */
-static int
-bal_saved_word(const char **p, char *dst, size_t cap)
-{
-    const char *s = *p, *e;
-
-    if (*s != ' ')
-        return -1;
-    s++;
-    e = strchr(s, ' ');
-    if (e == NULL)
-        e = s + strlen(s);
-    if (e == s || (size_t)(e - s) >= cap)
-        return -1;
-    memcpy(dst, s, (size_t)(e - s));
-    dst[e - s] = '\0';
-    *p = e;
-    return 0;
-}
-
-/* key=VALUE as a count below 2^32 (or 2^64 for down_ms). */
-static int
-bal_saved_count(const char *word, const char *key, uint64_t max, uint64_t *out)
-{
-    size_t k = strlen(key);
-    char *end;
-    unsigned long long v;
-
-    if (strncmp(word, key, k) != 0 || word[k] != '=' || word[k + 1] < '0' || word[k + 1] > '9')
-        return -1;
-    if (word[k + 1] == '0' && word[k + 2] != '\0')
-        return -1;                      /* one spelling per number */
-    errno = 0;
-    v = strtoull(word + k + 1, &end, 10);
-    if (*end != '\0' || errno == ERANGE || v > max)
-        return -1;
-    *out = v;
-    return 0;
+    return bal_line_format(buf, len, &bal_saved_kind, s);
 }
 
 int
 bal_saved_parse(const char *line, struct bal_saved *out, char *err, size_t errlen)
 {
-    static const enum bal_health_state healths[] = {
-        BAL_HEALTH_UP, BAL_HEALTH_DOWN, BAL_HEALTH_WARNING,
-    };
-    static const enum bal_admin admins[] = {
-        BAL_ADMIN_NONE, BAL_ADMIN_DRAIN, BAL_ADMIN_DISABLE,
-    };
     struct bal_saved s;
-    char word[64];
-    const char *p = line;
-    uint64_t v;
-    bool found = false;
 
     memset(&s, 0, sizeof(s));
-    if (strncmp(p, "server", 6) != 0) {
-        snprintf(err, errlen, "not a server line");
+    if (bal_line_parse(line, &bal_saved_kind, &s, err, errlen) == -1)
         return -1;
-    }
-    p += 6;
-    if (bal_saved_word(&p, s.pool, sizeof(s.pool)) == -1 ||
-        bal_saved_word(&p, s.name, sizeof(s.name)) == -1 ||
-        bal_saved_word(&p, s.addr, sizeof(s.addr)) == -1) {
-        snprintf(err, errlen, "expected: server POOL NAME ADDRESS ...");
-        return -1;
-    }
-    if (bal_saved_word(&p, word, sizeof(word)) == -1 || strncmp(word, "health=", 7) != 0) {
-        snprintf(err, errlen, "expected health=");
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof(healths) / sizeof(healths[0]) && !found; i++) {
-        found = strcmp(word + 7, bal_health_state_name(healths[i])) == 0;
-        s.health = healths[i];
-    }
-    if (!found) {
-        snprintf(err, errlen, "health= must be up, down or warning");
-        return -1;
-    }
-    if (bal_saved_word(&p, word, sizeof(word)) == -1 ||
-        bal_saved_count(word, "successes", UINT32_MAX, &v) == -1) {
-        snprintf(err, errlen, "expected successes=N");
-        return -1;
-    }
-    s.successes = (uint32_t)v;
-    if (bal_saved_word(&p, word, sizeof(word)) == -1 ||
-        bal_saved_count(word, "failures", UINT32_MAX, &v) == -1) {
-        snprintf(err, errlen, "expected failures=N");
-        return -1;
-    }
-    s.failures = (uint32_t)v;
-    found = false;
-    if (bal_saved_word(&p, word, sizeof(word)) == -1 || strncmp(word, "admin=", 6) != 0) {
-        snprintf(err, errlen, "expected admin=");
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof(admins) / sizeof(admins[0]) && !found; i++) {
-        found = strcmp(word + 6, bal_admin_name(admins[i])) == 0;
-        s.admin = admins[i];
-    }
-    if (!found) {
-        snprintf(err, errlen, "admin= must be none, drain or disable");
-        return -1;
-    }
-    if (bal_saved_word(&p, word, sizeof(word)) == -1 ||
-        bal_saved_count(word, "down_ms", UINT64_MAX, &s.down_ms) == -1 || *p != '\0') {
-        snprintf(err, errlen, "expected down_ms=N at the end");
-        return -1;
-    }
     *out = s;
     return 0;
 }

@@ -85,8 +85,10 @@ echo "== tests: optimised build"
 (cd build && ctest --output-on-failure -E '^stress/soak_short$')
 # The tier tests (network namespaces, keepalived, BIRD) run once, in the
 # optimised build: they test the engines around lb more than its memory.
+# So does test_package: a package is made of the optimised build (in the
+# ASan build it would only skip, and CI=true shows no skip).
 echo "== tests: ASan + UBSan build"
-(cd build-asan && ctest --output-on-failure -E '^integration/test_tier_')
+(cd build-asan && ctest --output-on-failure -E '^integration/test_(tier_.*|package)$')
 # Each target for LB_FUZZ_SECONDS (8 s), two at a time: a crash, leak,
 # slow input or sanitizer report fails it, and the input is kept under
 # build-fuzz/tests/fuzz/artifacts/.

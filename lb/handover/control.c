@@ -71,9 +71,10 @@ lb_control_send_lines(int fd, const char *text, size_t len)
     return rc;
 }
 
-/* The heartbeats that keep a server out or warning ("beat POOL NAME
- * warn|fail EXPIRED"): a heartbeat may lower a server's health, and the
- * new process must not raise it by forgetting the report. malloc'd. */
+/* The heartbeats that keep a server out or warning (lb_takeover_beat_kind's
+ * lines, "beat POOL NAME warn|fail EXPIRED"): a heartbeat may lower a
+ * server's health, and the new process must not raise it by forgetting the
+ * report. malloc'd. */
 static char *
 lb_control_beats(struct lb_daemon *d, size_t *len)
 {
@@ -84,11 +85,18 @@ lb_control_beats(struct lb_daemon *d, size_t *len)
     for (size_t i = 0; rc == 0 && i < d->gen->nservers; i++) {
         const struct lb_server *srv = d->gen->servers[i];
         const struct lb_backend *b = srv->b;
+        struct lb_takeover_beat l = { .beat = b->beat, .is_expired = b->is_beat_expired };
+        char *at;
 
-        if (srv->pool->conf->heartbeat_ttl_ms > 0 &&
-            (b->beat == BAL_BEAT_WARN || b->beat == BAL_BEAT_FAIL))
-            rc = lb_text_printf(&t, "beat %s %s %s %d\n", srv->pool->conf->name,
-                                srv->conf->name, bal_beat_name(b->beat), b->is_beat_expired);
+        if (srv->pool->conf->heartbeat_ttl_ms == 0 ||
+            (b->beat != BAL_BEAT_WARN && b->beat != BAL_BEAT_FAIL))
+            continue;
+        snprintf(l.pool, sizeof(l.pool), "%s", srv->pool->conf->name);
+        snprintf(l.name, sizeof(l.name), "%s", srv->conf->name);
+        if ((at = lb_text_room(&t, LB_STATE_LINE_MAX)) == NULL)
+            rc = -1;
+        else
+            t.len += bal_line_format(at, LB_STATE_LINE_MAX, &lb_takeover_beat_kind, &l);
     }
     pthread_mutex_unlock(&d->state_lock);
     return lb_text_take(&t, len);

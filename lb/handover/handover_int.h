@@ -6,8 +6,13 @@
 #ifndef LB_HANDOVER_INT_H
 #define LB_HANDOVER_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "bal.h"
+#include "bal_lines.h"
+#include "conf.h"
 
 struct lb_daemon;
 
@@ -26,6 +31,15 @@ int lb_takeover_send_text(int fd, const char *text);
  * descriptors into fds: its length, 0 at the peer's end, -1 on error (the
  * message's descriptors then closed). */
 ssize_t lb_takeover_recv(int fd, char *buf, size_t len, int *fds, size_t *nfds);
+
+/* A heartbeat line of the hand-over (takeover.c has its table): the
+ * heartbeats that keep a server out or warning. */
+struct lb_takeover_beat {
+    char pool[CONF_NAME_MAX + 1], name[CONF_NAME_MAX + 1];
+    enum bal_beat beat;                 /* warn or fail */
+    bool is_expired;                    /* a failed one: expired */
+};
+extern const struct bal_line_kind lb_takeover_beat_kind;
 
 /* The control socket a hand-over brought (taken: -1 the next time), or -1:
  * the new process listens on the old one's socket. Main. */

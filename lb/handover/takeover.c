@@ -389,25 +389,40 @@ lb_takeover_state_line(const char *line, void *arg)
     return 0;
 }
 
+/* beat POOL NAME warn|fail EXPIRED (bal_lines.h): the heartbeats that
+ * lower a server, formatted by the old process (control.c), read here.
+ * pass and off are not sent: the new process starts from pass. */
+static const char *const lb_takeover_beats[] = {
+    [BAL_BEAT_WARN] = "warn", [BAL_BEAT_FAIL] = "fail",
+};
+
+static const struct bal_line_field lb_takeover_beat_fields[] = {
+    BAL_LINE_WORD_FIELD("pool", struct lb_takeover_beat, pool),
+    BAL_LINE_WORD_FIELD("name", struct lb_takeover_beat, name),
+    BAL_LINE_ENUM_FIELD("beat", struct lb_takeover_beat, beat, lb_takeover_beats),
+    BAL_LINE_UINT_FIELD("expired", struct lb_takeover_beat, is_expired, 0, 1),
+};
+const struct bal_line_kind lb_takeover_beat_kind =
+    BAL_LINE_KIND("beat", lb_takeover_beat_fields);
+
 /* A heartbeat's report, kept: its TTL starts anew in this process (the
- * tick's first look), so an expired one stays failed until a report. */
+ * tick's first look), so an expired one stays failed until a report. A
+ * line that does not parse, or names no server with heartbeats here, is
+ * passed over: the server starts from pass. */
 static int
 lb_takeover_beat_line(const char *line, void *arg)
 {
     struct lb_gen *g = arg;
-    char pool[CONF_NAME_MAX + 1], name[CONF_NAME_MAX + 1], beat[8];
+    struct lb_takeover_beat l = { 0 };
     struct lb_server *srv;
-    int expired;
+    char err[128];
 
-    if (sscanf(line, "beat %63s %63s %7s %d", pool, name, beat, &expired) != 4 ||
-        (srv = lb_gen_find_server(g, pool, name)) == NULL ||
+    if (bal_line_parse(line, &lb_takeover_beat_kind, &l, err, sizeof(err)) == -1 ||
+        (srv = lb_gen_find_server(g, l.pool, l.name)) == NULL ||
         srv->pool->conf->heartbeat_ttl_ms == 0)
         return 0;
-    if (strcmp(beat, bal_beat_name(BAL_BEAT_FAIL)) == 0)
-        srv->b->beat = BAL_BEAT_FAIL;
-    else if (strcmp(beat, bal_beat_name(BAL_BEAT_WARN)) == 0)
-        srv->b->beat = BAL_BEAT_WARN;
-    srv->b->is_beat_expired = srv->b->beat == BAL_BEAT_FAIL && expired == 1;
+    srv->b->beat = l.beat;
+    srv->b->is_beat_expired = l.beat == BAL_BEAT_FAIL && l.is_expired;
     return 0;
 }
 

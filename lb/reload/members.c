@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "bal_lines.h"
 #include "daemon.h"
 #include "reload.h"
 #include "reload_int.h"
@@ -407,6 +408,60 @@ lb_members_fini(struct lb_daemon *d)
 
 /* ------------------------------------------------------- hand-over */
 
+/* A member or weight line (bal_lines.h):
+ *   member api|dns POOL NAME ADDR WEIGHT MAXCONN
+ *   weight POOL NAME WEIGHT */
+enum lb_members_source {
+    LB_MEMBERS_API = 0,
+    LB_MEMBERS_DNS,
+};
+
+struct lb_members_line {
+    enum lb_members_source source;      /* member lines */
+    char pool[CONF_NAME_MAX + 1];
+    struct lb_member mb;                /* weight lines: name and weight */
+};
+
+static const char *const lb_members_sources[] = {
+    [LB_MEMBERS_API] = "api", [LB_MEMBERS_DNS] = "dns",
+};
+
+static const struct bal_line_field lb_members_member_fields[] = {
+    BAL_LINE_ENUM_FIELD("source", struct lb_members_line, source, lb_members_sources),
+    BAL_LINE_WORD_FIELD("pool", struct lb_members_line, pool),
+    BAL_LINE_WORD_FIELD("name", struct lb_members_line, mb.name),
+    BAL_LINE_WORD_FIELD("address", struct lb_members_line, mb.address),
+    BAL_LINE_UINT_FIELD("weight", struct lb_members_line, mb.weight, 0, UINT32_MAX),
+    BAL_LINE_UINT_FIELD("max_connections", struct lb_members_line, mb.max_connections, 0,
+                        UINT32_MAX),
+};
+static const struct bal_line_kind lb_members_member_kind =
+    BAL_LINE_KIND("member", lb_members_member_fields);
+
+static const struct bal_line_field lb_members_weight_fields[] = {
+    BAL_LINE_WORD_FIELD("pool", struct lb_members_line, pool),
+    BAL_LINE_WORD_FIELD("name", struct lb_members_line, mb.name),
+    BAL_LINE_UINT_FIELD("weight", struct lb_members_line, mb.weight, 0, UINT32_MAX),
+};
+static const struct bal_line_kind lb_members_weight_kind =
+    BAL_LINE_KIND("weight", lb_members_weight_fields);
+
+/* One line of pool's member mb into t; -1 when out of memory. A member
+ * that makes no line the new process reads is left out. */
+static int
+lb_members_put(struct lb_text *t, const struct bal_line_kind *k, enum lb_members_source source,
+               const char *pool, const struct lb_member *mb)
+{
+    struct lb_members_line l = { .source = source, .mb = *mb };
+    char *at = lb_text_room(t, LB_STATE_LINE_MAX);
+
+    if (at == NULL)
+        return -1;
+    snprintf(l.pool, sizeof(l.pool), "%s", pool);
+    t->len += bal_line_format(at, LB_STATE_LINE_MAX, k, &l);
+    return 0;
+}
+
 char *
 lb_members_text(struct lb_daemon *d, size_t *len)
 {
@@ -416,21 +471,13 @@ lb_members_text(struct lb_daemon *d, size_t *len)
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; rc == 0 && i < d->reload->nmembers; i++) {
         const struct lb_members *m = d->reload->members[i];
-        const struct { const char *source; const struct lb_member *list; size_t n; } lists[] = {
-            { "api", m->api, m->napi }, { "dns", m->dns, m->ndns },
-        };
 
-        for (size_t l = 0; rc == 0 && l < 2; l++) {
-            for (size_t k = 0; rc == 0 && k < lists[l].n; k++) {
-                const struct lb_member *mb = &lists[l].list[k];
-
-                rc = lb_text_printf(&t, "member %s %s %s %s %u %u\n", lists[l].source, m->pool,
-                                    mb->name, mb->address, mb->weight, mb->max_connections);
-            }
-        }
+        for (size_t k = 0; rc == 0 && k < m->napi; k++)
+            rc = lb_members_put(&t, &lb_members_member_kind, LB_MEMBERS_API, m->pool, &m->api[k]);
+        for (size_t k = 0; rc == 0 && k < m->ndns; k++)
+            rc = lb_members_put(&t, &lb_members_member_kind, LB_MEMBERS_DNS, m->pool, &m->dns[k]);
         for (size_t k = 0; rc == 0 && k < m->nweights; k++)
-            rc = lb_text_printf(&t, "weight %s %s %u\n", m->pool, m->weights[k].name,
-                                m->weights[k].weight);
+            rc = lb_members_put(&t, &lb_members_weight_kind, 0, m->pool, &m->weights[k]);
     }
     pthread_mutex_unlock(&d->state_lock);
     return lb_text_take(&t, len);
@@ -439,29 +486,29 @@ lb_members_text(struct lb_daemon *d, size_t *len)
 int
 lb_members_adopt(struct lb_daemon *d, const char *line, char *err, size_t errlen)
 {
-    char source[4], pool[CONF_NAME_MAX + 1], end;
-    struct lb_member mb = { 0 };
+    bool is_member = bal_line_is(line, &lb_members_member_kind);
+    struct lb_members_line l = { 0 };
+    struct lb_member **list;
     struct lb_members *m;
-    int rc;
+    size_t *n;
+    char why[160];
 
-    if (sscanf(line, "member %3s %63s %63s %279s %u %u %c", source, pool, mb.name, mb.address,
-               &mb.weight, &mb.max_connections, &end) == 6 &&
-        (strcmp(source, "api") == 0 || strcmp(source, "dns") == 0)) {
-        if ((m = lb_members_get(d, pool)) == NULL)
-            goto oom;
-        rc = source[0] == 'a' ? lb_members_push(&m->api, &m->napi, &mb)
-                              : lb_members_push(&m->dns, &m->ndns, &mb);
-    } else if (sscanf(line, "weight %63s %63s %u %c", pool, mb.name, &mb.weight, &end) == 3) {
-        if ((m = lb_members_get(d, pool)) == NULL)
-            goto oom;
-        rc = lb_members_push(&m->weights, &m->nweights, &mb);
-    } else {
-        snprintf(err, errlen, "not a member line: %.80s", line);
+    if (!is_member && !bal_line_is(line, &lb_members_weight_kind)) {
+        snprintf(err, errlen, "not a member or weight line: %.80s", line);
         return -1;
     }
-    if (rc == 0)
-        return 0;
-oom:
+    if (bal_line_parse(line, is_member ? &lb_members_member_kind : &lb_members_weight_kind, &l,
+                       why, sizeof(why)) == -1) {
+        snprintf(err, errlen, "%s line \"%.80s\": %s", is_member ? "member" : "weight", line,
+                 why);
+        return -1;
+    }
+    if ((m = lb_members_get(d, l.pool)) != NULL) {
+        list = !is_member ? &m->weights : l.source == LB_MEMBERS_API ? &m->api : &m->dns;
+        n = !is_member ? &m->nweights : l.source == LB_MEMBERS_API ? &m->napi : &m->ndns;
+        if (lb_members_push(list, n, &l.mb) == 0)
+            return 0;
+    }
     snprintf(err, errlen, "out of memory");
     return -1;
 }

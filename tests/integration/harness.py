@@ -12,7 +12,18 @@ Habits (STYLE.md section 10):
   - every process and socket a test starts is stopped at teardown, also on
     failure (unittest cleanups), and teardown fails when lb died by a signal,
     did not exit on SIGTERM, printed a sanitizer report or logged an error
-    event the test did not expect.
+    event the test did not expect;
+  - a test's threads (client loops, load, backends) are harness Threads
+    (start_thread): what one raises fails its test, at join() or at the end
+    of the test, which joins every Thread the test started; an exception in
+    any other thread of the process fails the running test too;
+  - a skip is a pass on a developer's machine and a failure in CI (CI=true),
+    unless the test gives a reason CI accepts: skip_if(cond, reason,
+    ci_accepts=True) on a class or self.skip(reason, ci_accepts=True) in a
+    test. CI accepts only what no CI machine can change (a sanitized build is
+    not packaged); a missing tool, root or a DNS quirk is CI's to fix, and
+    its skip fails there. The last line of a run is "N passed, N failed,
+    N skipped".
 
 Run a file directly:  LB_BIN=build/lb LB_SOURCE_DIR=. python3 tests/integration/test_relay.py
 Run one test:         ... python3 tests/integration/test_relay.py RelayTest.test_integrity
@@ -40,6 +51,7 @@ import traceback
 import unittest
 
 HOST = "127.0.0.1"
+CI = os.environ.get("CI", "").lower() == "true"
 LB_BIN = os.environ.get("LB_BIN", "")
 LB_BIN = os.path.abspath(LB_BIN) if LB_BIN else ""     # lb runs in its temp dir
 SOURCE_DIR = os.environ.get("LB_SOURCE_DIR", "")
@@ -71,6 +83,17 @@ def _binary_is_sanitized(path):
 
 SANITIZED = _binary_is_sanitized(LB_BIN) if LB_BIN else False
 
+# ASan keeps freed blocks in a quarantine (256 MB by default) to catch a use
+# after free, so an ASan lb's RSS climbs to the quarantine's size and
+# wanders as it cycles (test_reload_scale: about 260 MB, by 20 MB), which
+# hides any growth. Started with this environment (Lb's env=), an ASan lb
+# has a 1 MB quarantine (a use soon after a free is still caught) and an RSS
+# nearly as steady as the optimised build's (with 8 MB, the short soak's
+# grew by the quarantine filling after its warm-up), so a test can judge
+# its growth in every build. None (nothing added) for the other builds.
+STEADY_RSS_ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1"} \
+    if SANITIZED else None
+
 
 # ----------------------------------------------------------------- waiting
 
@@ -92,6 +115,99 @@ def wait_for(cond, timeout, what, interval=0.01):
             raise AssertionError(f"timed out after {timeout:.1f}s waiting for {desc}")
         time.sleep(min(delay, deadline - now))
         delay = min(delay * 2, 0.1)
+
+
+# ----------------------------------------------------------------- threads
+
+_threads = []                   # the Threads started since the running test began
+_stray_errors = []              # exceptions of other threads (threading.excepthook)
+_threads_lock = threading.Lock()
+
+
+class Thread(threading.Thread):
+    """A daemon thread of a test whose failure is not lost: what its target
+    raises is kept in .error, and join() raises it as an AssertionError with
+    the thread's traceback (once). join() also fails when the thread is still
+    running at its timeout (every loop of a test is bounded in time). The
+    end of an LbTestCase test joins every Thread started during it, after
+    the test's own cleanups have stopped its loops and closed its sockets."""
+
+    def __init__(self, target, *args, name=None, **kwargs):
+        super().__init__(target=target, args=args, kwargs=kwargs, name=name, daemon=True)
+        self.error = None
+        self._reported = False
+        with _threads_lock:
+            _threads.append(self)
+
+    def run(self):
+        try:
+            super().run()
+        except BaseException:
+            self.error = traceback.format_exc()
+
+    def join(self, timeout=EXIT_TIMEOUT):
+        super().join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"thread {self.name} still running {timeout:.1f}s after join")
+        self.raise_error()
+
+    def wait(self, timeout):
+        """Waits up to timeout for the thread to end, without judging it;
+        True when it has ended."""
+        threading.Thread.join(self, timeout)
+        return not self.is_alive()
+
+    def raise_error(self):
+        if self.error is not None and not self._reported:
+            self._reported = True
+            raise AssertionError(f"thread {self.name} failed:\n{self.error}")
+
+
+def start_thread(target, *args, name=None, **kwargs):
+    """Starts target(*args, **kwargs) in a Thread (see there); returns it."""
+    t = Thread(target, *args, name=name or getattr(target, "__name__", None), **kwargs)
+    t.start()
+    return t
+
+
+_print_thread_exception = threading.excepthook
+
+
+def _excepthook(hook_args):
+    """A thread that is not a Thread (a library's) fails the running test;
+    its traceback is printed as Python does, also outside a test."""
+    _print_thread_exception(hook_args)
+    with _threads_lock:
+        _stray_errors.append(
+            f"thread {hook_args.thread.name if hook_args.thread else '?'}:\n" + "".join(
+                traceback.format_exception(hook_args.exc_type, hook_args.exc_value,
+                                           hook_args.exc_traceback)))
+
+
+threading.excepthook = _excepthook
+
+
+def _check_threads(timeout=EXIT_TIMEOUT):
+    """Joins the Threads started since the test began (within one shared
+    deadline) and raises for the first failure: a thread that raised, one
+    still running, or an exception in another thread."""
+    with _threads_lock:
+        threads = list(_threads)
+        stray = list(_stray_errors)
+        del _threads[:]
+        del _stray_errors[:]
+    deadline = time.monotonic() + timeout
+    problems = []
+    for t in threads:
+        t_left = max(0.0, deadline - time.monotonic())
+        if not t.wait(t_left):
+            problems.append(f"thread {t.name} still running at the end of the test")
+        elif t.error is not None and not t._reported:
+            t._reported = True
+            problems.append(f"thread {t.name} failed:\n{t.error}")
+    problems += stray
+    if problems:
+        raise AssertionError("\n".join(problems))
 
 
 # ------------------------------------------------------------------- ports
@@ -206,15 +322,23 @@ class Blackhole:
 # ---------------------------------------------------------------- backends
 
 class Backend:
-    """A TCP server on 127.0.0.1 (port picked by the kernel, or `port`;
-    SO_REUSEPORT set when `reuseport`) that runs handler(backend, conn) in
-    a thread per accepted connection.
+    """The one test server of the harness: a TCP server on 127.0.0.1 (port
+    picked by the kernel, or `port`; SO_REUSEPORT set when `reuseport`) that
+    runs handler(backend, conn) in a thread per accepted connection; the
+    behaviour is the handler (NamedBackend, EchoBackend and the tests' own
+    subclasses only pass one in).
+
+    accept() blocks (no polling delay: a connect is accepted at once);
+    close_listener() shuts the listener, which wakes it, so new connects are
+    refused while the accepted connections go on being served; stop() does
+    that, then shuts the connections and joins their handlers.
 
     Counts connections thread-safely: accepted (ever), active (handler still
-    running). A handler reports findings with backend.report(x) (read with
-    backend.reports, a queue.Queue). Exceptions other than socket errors are
-    kept in backend.errors: a test can assert there are none. The socket is
-    closed when the handler returns."""
+    running), ended(conn_id) (the handler of the conn_id-th accepted
+    connection returned). A handler reports findings with backend.report(x)
+    (read with backend.reports, a queue.Queue). Exceptions other than socket
+    errors are kept in backend.errors: LbTestCase.backend fails the test on
+    them at teardown. The socket is closed when the handler returns."""
 
     def __init__(self, handler, name="backend", backlog=128, conn_timeout=30.0, port=0,
                  reuseport=False):
@@ -227,7 +351,6 @@ class Backend:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self.sock.bind((HOST, port))
         self.sock.listen(backlog)
-        self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]
         self.addr = f"{HOST}:{self.port}"
         self.reports = queue.Queue()
@@ -235,12 +358,12 @@ class Backend:
         self._lock = threading.Lock()
         self._accepted = 0
         self._active = 0
+        self._ended = set()
         self._conns = set()
         self._threads = []
         self._stopping = threading.Event()
-        self._acceptor = threading.Thread(target=self._accept_loop,
-                                          name=f"{name}-accept", daemon=True)
-        self._acceptor.start()
+        self._listener_closed = False
+        self._acceptor = start_thread(self._accept_loop, name=f"{name}-accept")
 
     @property
     def accepted(self):
@@ -252,6 +375,10 @@ class Backend:
         with self._lock:
             return self._active
 
+    def ended(self, conn_id):
+        with self._lock:
+            return conn_id in self._ended
+
     def report(self, item):
         self.reports.put(item)
 
@@ -262,25 +389,26 @@ class Backend:
             raise AssertionError(f"backend {self.name}: no report within {timeout}s")
 
     def _accept_loop(self):
-        while not self._stopping.is_set():
+        while True:
             try:
                 conn, _ = self.sock.accept()
-            except socket.timeout:
-                continue
             except OSError:
+                break           # shut down by close_listener()
+            if self._stopping.is_set():
+                conn.close()
                 break
             conn.settimeout(self.conn_timeout)
             with self._lock:
                 self._accepted += 1
                 self._active += 1
+                conn_id = self._accepted
                 self._conns.add(conn)
-            t = threading.Thread(target=self._serve, args=(conn,),
-                                 name=f"{self.name}-conn", daemon=True)
-            t.start()
+            t = start_thread(self._serve, conn, conn_id, name=f"{self.name}-conn")
             with self._lock:
                 self._threads.append(t)
+        self.sock.close()       # here, by the only thread that uses it
 
-    def _serve(self, conn):
+    def _serve(self, conn, conn_id):
         try:
             self.handler(self, conn)
         except (OSError, socket.timeout):
@@ -290,13 +418,25 @@ class Backend:
         finally:
             with self._lock:
                 self._active -= 1
+                self._ended.add(conn_id)
                 self._conns.discard(conn)
             conn.close()
 
+    def close_listener(self):
+        """From now on connects are refused; accepted connections go on."""
+        with self._lock:
+            if self._listener_closed:
+                return
+            self._listener_closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)    # wakes accept() with EINVAL
+        except OSError:
+            pass
+        self._acceptor.join(timeout=5)
+
     def stop(self):
         self._stopping.set()
-        self._acceptor.join(timeout=5)
-        self.sock.close()
+        self.close_listener()
         with self._lock:
             conns = list(self._conns)
             threads = list(self._threads)
@@ -305,9 +445,11 @@ class Backend:
                 c.shutdown(socket.SHUT_RDWR)   # wakes a handler blocked in recv
             except OSError:
                 pass
+        # A handler still running is judged at the end of the test
+        # (_check_threads), with the other threads; no need to fail here.
         deadline = time.monotonic() + 5
         for t in threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            t.wait(max(0.0, deadline - time.monotonic()))
 
 
 def recv_head(conn, limit=65536):
@@ -501,8 +643,7 @@ def echo_transfer(port, payload, timeout=60.0, chunk=256 * 1024):
         except OSError as e:
             err.append(e)
 
-    t = threading.Thread(target=sender, daemon=True)
-    t.start()
+    t = start_thread(sender)
     try:
         data, how = recv_until_eof(s, timeout=timeout, limit=len(payload) + (1 << 20))
     finally:
@@ -1098,6 +1239,23 @@ class LbTestCase(unittest.TestCase):
         if not LB_BIN or not os.access(LB_BIN, os.X_OK):
             self.fail(f"LB_BIN={LB_BIN!r} is not an executable lb binary")
         del _current_lbs[:]
+        # First in, so run last: after the test's cleanups stopped its
+        # loops, closed its sockets and stopped lb and the backends.
+        with _threads_lock:
+            del _threads[:]
+            del _stray_errors[:]
+        self.addCleanup(_check_threads)
+
+    def skip(self, reason, ci_accepts=False):
+        """Skips the test (see skip_if for ci_accepts)."""
+        if ci_accepts:
+            _ci_accepted.add(reason)
+        raise unittest.SkipTest(reason)
+
+    def start_thread(self, target, *args, name=None, **kwargs):
+        """start_thread (module level): a Thread joined, and judged, at the
+        end of this test."""
+        return start_thread(target, *args, name=name, **kwargs)
 
     def backend(self, b):
         self.addCleanup(self._check_backend, b)
@@ -1157,8 +1315,33 @@ class LbTestCase(unittest.TestCase):
         return s
 
 
+_ci_accepted = set()            # the skip reasons CI accepts
+
+
+def skip_if(condition, reason, ci_accepts=False):
+    """unittest.skipIf, for a class or a test. In CI (CI=true) the skip
+    fails the test unless ci_accepts: give it only for a reason that no CI
+    machine could change (the build under test, not the machine's tools or
+    privileges). A plain unittest skip is one CI does not accept."""
+    if condition and ci_accepts:
+        _ci_accepted.add(reason)
+    return unittest.skipIf(condition, reason)
+
+
 class _Result(unittest.TextTestResult):
-    """Prints the log of every lb of a failed test right after it fails."""
+    """Prints the log of every lb of a failed test right after it fails.
+    In CI a skip whose reason CI does not accept is a failure."""
+
+    def addSkip(self, test, reason):
+        if CI and reason not in _ci_accepted:
+            self.failures.append((test, f"skipped in CI (CI=true): {reason}\n"
+                                        "a skip in CI fails unless its reason is one CI "
+                                        "accepts (harness.skip_if, ci_accepts=True)"))
+            if self.showAll:
+                self.stream.writeln(f"FAIL: skipped in CI: {reason}")
+            self.stream.flush()
+            return
+        super().addSkip(test, reason)
 
     def _dump(self):
         for lb in list(_current_lbs):
@@ -1199,14 +1382,27 @@ def main():
         sys.exit(1)
     runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result)
     prog = unittest.main(module="__main__", testRunner=runner, exit=False)
-    ok = prog.result.wasSuccessful() and prog.result.testsRun > 0
+    r = prog.result
+    ok = r.wasSuccessful() and r.testsRun > 0
+    # Per test (a test with failed subtests counts once), from unittest's
+    # lists: a skip CI refused is among the failures.
+    failed = {_test_id(t) for t, _ in r.failures + r.errors}
+    failed |= {_test_id(t) for t in r.unexpectedSuccesses}
+    skipped = {_test_id(t) for t, _ in r.skipped} - failed
+    passed = max(0, r.testsRun - len(failed) - len(skipped))
     _kill_leftovers()
     if ok:
         for d in _tmpdirs:
             shutil.rmtree(d, ignore_errors=True)
     else:
-        print("lb temp dirs kept: " + " ".join(_tmpdirs), file=sys.stderr)
+        print("lb temp dirs kept: " + " ".join(_tmpdirs), file=sys.stderr, flush=True)
+    # The last line, which CI reads.
+    print(f"{passed} passed, {len(failed)} failed, {len(skipped)} skipped", flush=True)
     sys.exit(0 if ok else 1)
+
+
+def _test_id(test):
+    return getattr(test, "test_case", test).id()
 
 
 def sha256(data):

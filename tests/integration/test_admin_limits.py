@@ -17,7 +17,6 @@
 
 import socket
 import sys
-import threading
 import time
 
 import harness
@@ -124,7 +123,7 @@ class AdminLimitsTest(LbTestCase):
             finally:
                 s.close()
 
-        threads = [threading.Thread(target=f) for f in (slowloris, slow_but_complete, kept_alive,
+        threads = [harness.Thread(f) for f in (slowloris, slow_but_complete, kept_alive,
                                                         slowloris_after_an_answer)]
         for t in threads:
             t.start()

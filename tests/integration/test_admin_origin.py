@@ -51,9 +51,11 @@ class Browser:
                    XDG_CACHE_HOME=self.profile)
         self.stderr_path = os.path.join(self.profile, "chromium.stderr")
         with open(self.stderr_path, "wb") as err:
-            # the shell puts our pipe ends where Chromium looks for them
+            # the shell puts our pipe ends where Chromium looks for them;
+            # bash, as dash takes only one-digit descriptors ("Bad fd number"
+            # once the test process has ten open)
             self.proc = subprocess.Popen(
-                ["sh", "-c", f'exec "$@" 3<&{cmd_r} 4>&{out_w}', "sh", *argv],
+                ["bash", "-c", f'exec "$@" 3<&{cmd_r} 4>&{out_w}', "bash", *argv],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                 pass_fds=(cmd_r, out_w), start_new_session=True)
         harness._all_procs.append(self.proc)

@@ -20,6 +20,12 @@ from admin_client import Admin, start_lb
 from harness import HOST, LbTestCase, event_time, wait_for
 
 WAIT = 10.0
+# "At once": the listener closes in the turn of lb's main loop that takes
+# the signal (SIGINT, or the second SIGTERM, sent once event=withdraw is
+# logged): measured 10-12 ms (SIGINT) and 21-26 ms (two SIGTERMs) in the
+# optimised and ASan builds, most of it the poll of wait_for. The bound is
+# a busy machine's slack; the withdrawal it must cut short is 30 s.
+STOP_SOON = 0.5
 CHECK = {"check": "tcp", "check_interval": "100ms", "check_timeout": "100ms", "rise": 1,
          "fall": 1}
 
@@ -83,7 +89,7 @@ class ReadyTest(LbTestCase):
                 except OSError:
                     ok = False
                 results.append((t, ok))
-        th = threading.Thread(target=clients, daemon=True)
+        th = harness.Thread(clients)
         th.start()
         self.addCleanup(stop.set)
         time.sleep(0.2)
@@ -134,7 +140,10 @@ class ReadyTest(LbTestCase):
                     lb.wait_event("withdraw")
                     lb.send_signal(second)
                 wait_for(lambda: refused(port), WAIT, "the listener to close")
-                self.assertLess(time.time() - t, 5, "the withdrawal was not cut short")
+                took = time.time() - t
+                print(f"measured: {first.name}{'+' + second.name if second else ''}: "
+                      f"listener closed {took:.3f} s after the first signal")
+                self.assertLess(took, STOP_SOON, "the withdrawal (30 s) was not cut short")
                 self.assertEqual(lb.wait_exit(), 0)
                 self.assertEqual(bool(lb.events("withdraw")), second is not None)
 

@@ -109,7 +109,7 @@ class AdminRobustnessTest(LbTestCase):
                 results[i] = raw_exchange(self.lb.admin_port, payloads[i], timeout=PROMPT)
             except OSError as e:
                 results[i] = (b"", f"error {e!r}")
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(payloads))]
+        threads = [harness.Thread(run, i) for i in range(len(payloads))]
         for t in threads:
             t.start()
         self.assertPrompt("garbage connections open")
@@ -138,7 +138,7 @@ class AdminRobustnessTest(LbTestCase):
                 s.sendall(payload)
             except OSError as e:
                 err.append(e)
-        t = threading.Thread(target=sender, daemon=True)
+        t = harness.Thread(sender)
         t.start()
         self.assertPrompt(f"{what} being sent")
         raw, how = harness.recv_until_eof(s, timeout=15)
@@ -252,7 +252,7 @@ class AdminRobustnessTest(LbTestCase):
                 outcome.append("blocked")
             except OSError as e:
                 outcome.append(f"closed ({e!r})")
-        t = threading.Thread(target=sender, daemon=True)
+        t = harness.Thread(sender)
         t.start()
         try:
             # Poll while the sender runs (until lb stops reading: then the
@@ -264,7 +264,7 @@ class AdminRobustnessTest(LbTestCase):
                 rounds += 1
                 self.assertRssBounded(f"pipelining client, {sent[0] // len(req)} requests sent",
                                       quiet=True)
-                t.join(timeout=0.2)
+                t.wait(0.2)
         finally:
             stop.set()
             t.join(timeout=15)

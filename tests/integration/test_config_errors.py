@@ -259,7 +259,7 @@ class ConfigErrorsTest(LbTestCase):
         except socket.gaierror:
             resolved = False
         if resolved or time.monotonic() - t0 > 3:
-            self.skipTest("nosuchhost.invalid resolves, or slowly, on this machine")
+            self.skip("nosuchhost.invalid resolves, or slowly, on this machine")
         lines = base_lines()
         n = line_of(lines, "server = web2")
         lines[n - 1] = "server = web2 nosuchhost.invalid:9002"

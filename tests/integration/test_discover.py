@@ -25,6 +25,12 @@ INTERVAL_S = 0.5
 # answers again after its restart, then a members reload and the first
 # probe of a new server: generous for a sanitized build on a busy machine.
 FOLLOW_S = INTERVAL_S + 2.0
+# A reload that changes discover_name asks the new name at once: the
+# reload, the answer, a members reload and the admin's view of them took
+# 52-53 ms in the optimised and ASan builds. The bound is a busy machine's
+# slack (harness.HC_SLACK's 0.5 s); the interval it must not wait for is 5 s,
+# a retry a second later fails it too.
+ASKED_AT_ONCE = 0.5
 
 
 def _dns_query(port, name, qtype, timeout=0.5):
@@ -317,7 +323,9 @@ class DiscoverTest(harness.LbTestCase):
         self.assertEqual(r.status, 200, str(r))
         self.wait_servers(lambda s: set(s) == {f"b.svc.test:{b.port}"}, "b from the new name",
                           timeout=4.0)
-        self.assertLess(time.monotonic() - t0, 4.0)          # not the 5 s interval
+        took = time.monotonic() - t0
+        print(f"measured: the new name's servers {took:.3f} s after the reload began")
+        self.assertLess(took, ASKED_AT_ONCE, "the new name was asked at the next interval (5 s)")
         self.assertEqual(pool_of(self.admin.stats())["discovery"]["name"], "_other._tcp.svc.test")
 
     def test_a_records_with_file_servers(self):
@@ -400,7 +408,7 @@ class DiscoverTest(harness.LbTestCase):
                     result["failed"].append(repr(e))
                 t += period
                 time.sleep(max(0.0, t - time.monotonic()))
-        th = threading.Thread(target=clients)
+        th = harness.Thread(clients)
         th.start()
         changes, t0 = 0, time.monotonic()
         try:

@@ -41,7 +41,7 @@ class Beater:
         self.sent = 0
         self.bad = []
         self.last = 0.0
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = harness.Thread(self._run)
         self.thread.start()
 
     def _run(self):

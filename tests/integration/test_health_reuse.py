@@ -23,8 +23,6 @@ The servers are KeepAliveBackend instances of this file: real sockets on
 requests, with an answer mode each test switches at runtime. Every wait has
 a deadline."""
 
-import socket
-import threading
 import time
 
 import harness
@@ -37,11 +35,11 @@ WAIT = 10.0             # deadline for anything that takes a few intervals
 BODY = b"ok"
 
 
-class KeepAliveBackend:
-    """A small HTTP/1.1 server on 127.0.0.1 (kernel-picked port), one thread
-    per accepted connection, answering each request (a head ending in an
-    empty line; lb's checks have no body) according to `mode`, read when
-    the request has arrived, so a switch applies from the next request on:
+class KeepAliveBackend(harness.Backend):
+    """A small HTTP/1.1 server (harness.Backend) answering each request (a
+    head ending in an empty line; lb's checks have no body) according to
+    `mode`, read when the request has arrived, so a switch applies from the
+    next request on:
 
       keep         200 with Content-Length: 2 and a body, then waits for the
                    next request on the same connection;
@@ -51,43 +49,14 @@ class KeepAliveBackend:
                    that fails the check), then waits for the next request;
       hang         no answer: reads on until the client closes.
 
-    close_listener() stops accepting (new connects are refused) while the
-    connections already accepted go on being served.
-
-    Counts, under a lock: accepted (connections ever), requests, heads (the
-    request heads, decoded), ended (ids of the connections whose handler
-    returned: the client closed, or the backend did). Exceptions other
-    than socket errors land in errors (checked at teardown)."""
+    Counts, under a lock, beside Backend's: requests, heads (the request
+    heads, decoded)."""
 
     def __init__(self, name, mode="keep"):
-        self.name = name
         self.mode = mode
-        self.errors = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((harness.HOST, 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.addr = f"{harness.HOST}:{self.port}"
-        self._lock = threading.Lock()
-        self._accepted = 0
         self._requests = 0
         self._heads = []
-        self._ended = set()
-        self._conns = set()
-        self._threads = []
-        self._stopping = threading.Event()
-        self._listener_closed = False
-        # accept() blocks (no polling delay: a reconnect inside one probe
-        # must be accepted at once); shutdown() of the listener wakes it.
-        self._acceptor = threading.Thread(target=self._accept_loop,
-                                          name=f"{name}-accept", daemon=True)
-        self._acceptor.start()
-
-    @property
-    def accepted(self):
-        with self._lock:
-            return self._accepted
+        super().__init__(KeepAliveBackend._answer, name=name, backlog=64)
 
     @property
     def requests(self):
@@ -99,97 +68,34 @@ class KeepAliveBackend:
         with self._lock:
             return list(self._heads)
 
-    def ended(self, conn_id):
-        with self._lock:
-            return conn_id in self._ended
-
     def counts(self):
         """(accepted, requests), read together."""
         with self._lock:
             return self._accepted, self._requests
 
-    def _accept_loop(self):
+    def _answer(self, conn):
+        buf = b""
         while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                break           # shut down by close_listener() or stop()
-            if self._stopping.is_set():
-                conn.close()
-                break
-            conn.settimeout(30.0)
-            with self._lock:
-                self._accepted += 1
-                conn_id = self._accepted
-                self._conns.add(conn)
-            t = threading.Thread(target=self._serve, args=(conn, conn_id),
-                                 name=f"{self.name}-conn", daemon=True)
-            t.start()
-            with self._lock:
-                self._threads.append(t)
-        self.sock.close()       # here, by the only thread that uses it
-
-    def _serve(self, conn, conn_id):
-        try:
-            buf = b""
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    d = conn.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                mode = self.mode
-                with self._lock:
-                    self._requests += 1
-                    self._heads.append(head.decode(errors="replace"))
-                if mode == "hang":
-                    while conn.recv(65536):
-                        pass
+            while b"\r\n\r\n" not in buf:
+                d = conn.recv(65536)
+                if not d:
                     return
-                extra = b"Connection: close\r\n" if mode == "conn_close" else b""
-                status = (b"500 Internal Server Error" if mode == "status500" else b"200 OK")
-                conn.sendall(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n%s"
-                             % (status, len(BODY), extra, BODY))
-                if mode not in ("keep", "status500"):
-                    return
-        except (OSError, socket.timeout):
-            pass                # resets are lb's business here
-        except Exception:
-            import traceback
-            self.errors.append(traceback.format_exc())
-        finally:
+                buf += d
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            mode = self.mode
             with self._lock:
-                self._ended.add(conn_id)
-                self._conns.discard(conn)
-            conn.close()
-
-    def close_listener(self):
-        """From now on connects are refused; accepted connections go on."""
-        with self._lock:
-            if self._listener_closed:
+                self._requests += 1
+                self._heads.append(head.decode(errors="replace"))
+            if mode == "hang":
+                while conn.recv(65536):
+                    pass
                 return
-            self._listener_closed = True
-        self.sock.shutdown(socket.SHUT_RDWR)    # wakes accept() with EINVAL
-        self._acceptor.join(timeout=5)
-
-    def stop(self):
-        self._stopping.set()
-        try:
-            self.close_listener()
-        except OSError:
-            pass
-        with self._lock:
-            conns = list(self._conns)
-            threads = list(self._threads)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)    # wakes a handler blocked in recv
-            except OSError:
-                pass
-        deadline = time.monotonic() + 5
-        for t in threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            extra = b"Connection: close\r\n" if mode == "conn_close" else b""
+            status = (b"500 Internal Server Error" if mode == "status500" else b"200 OK")
+            conn.sendall(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n%s"
+                         % (status, len(BODY), extra, BODY))
+            if mode not in ("keep", "status500"):
+                return
 
 
 def checks(lb, pool, server="s", result=None):

@@ -4,7 +4,6 @@ passes, so the server stays in rotation; an HTTP check times out waiting for
 the status line, so it goes out. Both pools share the same two servers in
 one lb."""
 
-import threading
 import time
 
 import harness
@@ -72,7 +71,7 @@ class HealthTcpVsHttpTest(LbTestCase):
 
         def client():
             results.append(http_via(lb.ports["tcp"], timeout=1.0))
-        threads = [threading.Thread(target=client) for _ in range(8)]
+        threads = [harness.Thread(client) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:

@@ -13,7 +13,6 @@ import pwd
 import re
 import signal
 import socket
-import unittest
 
 import harness
 from admin_client import Admin, make_admin_config
@@ -44,7 +43,7 @@ def ids(pid):
             for k in ("Uid", "Gid", "Groups")}
 
 
-@unittest.skipIf(WHY_NOT is not None, WHY_NOT or "")
+@harness.skip_if(WHY_NOT is not None, WHY_NOT or "")
 class PrivilegesTest(LbTestCase):
 
     def test_binds_then_runs_as_the_user(self):

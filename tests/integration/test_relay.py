@@ -31,7 +31,7 @@ class RelayTest(LbTestCase):
             except Exception as e:          # reported below
                 results[i] = (b"", repr(e))
 
-        threads = [threading.Thread(target=run, args=(i,), daemon=True)
+        threads = [harness.Thread(run, i)
                    for i in range(len(payloads))]
         for t in threads:
             t.start()
@@ -65,7 +65,7 @@ class RelayTest(LbTestCase):
             except Exception as e:
                 results[i] = (False, repr(e))
 
-        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        threads = [harness.Thread(run, i) for i in range(n)]
         for t in threads:
             t.start()
         for t in threads:
@@ -109,7 +109,7 @@ class RelayTest(LbTestCase):
             except OSError:
                 pass
 
-        t = threading.Thread(target=reader, daemon=True)
+        t = harness.Thread(reader)
         t.start()
         wait_for(lambda: got[0] > 64 * MB, 30, "the stream to flow")
         worst = 0.0

@@ -58,7 +58,7 @@ class StreamClient:
         self.first = None
         self.ended = None
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = harness.Thread(self._run)
         self.thread.start()
 
     def _run(self):
@@ -354,7 +354,7 @@ class ReloadDrainTest(LbTestCase):
                     records.append((t0, time.monotonic(), r))
                 stop.wait(0.002)            # a connect every few ms (pacing)
 
-        threads = [threading.Thread(target=loop, daemon=True) for _ in range(3)]
+        threads = [harness.Thread(loop) for _ in range(3)]
         for t in threads:
             t.start()
             self.addCleanup(t.join, 10)

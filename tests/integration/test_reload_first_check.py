@@ -40,7 +40,7 @@ class ReloadFirstCheckTest(LbTestCase):
                     answers.append(harness.fetch_name(self.port))
                 except OSError as e:
                     lost.append(repr(e))
-        t = threading.Thread(target=clients)
+        t = harness.Thread(clients)
         t.start()
         try:
             # traffic with refused connects on both sides of the reload

@@ -37,20 +37,20 @@ STALL = 0.045               # a pause this long (lb's 50 ms less a margin for
 QUIET_WORDS = "the file is still being written"
 
 
-class SlowWriter(threading.Thread):
+class SlowWriter(harness.Thread):
     """Rewrites path in place: open with O_TRUNC, then `chunk` bytes per
     write with `pause` between; sets `reached` after `trigger` writes.
     Records the time of the truncate and of each write."""
 
     def __init__(self, path, data, chunk, pause, trigger):
-        super().__init__(daemon=True)
+        super().__init__(self._write)
         self.path, self.data, self.trigger = path, data, trigger
         self.chunk, self.pause = chunk, pause
         self.reached = threading.Event()
         self.times = []
-        self.error = None
+        self.write_error = None
 
-    def run(self):
+    def _write(self):
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
             self.times.append(time.monotonic())
@@ -64,7 +64,7 @@ class SlowWriter(threading.Thread):
             finally:
                 os.close(fd)
         except OSError as e:
-            self.error = e
+            self.write_error = e
         self.reached.set()
 
     def longest_gap(self):
@@ -146,7 +146,7 @@ class HalfWrittenTest(LbTestCase):
             err = reload_error(lb, use_signal=i % 2 == 1)
             ok = err is None
             w.join(timeout=30)
-            self.assertIsNone(w.error)
+            self.assertIsNone(w.write_error)
             where = f"round {i} (pause {pause * 1000:.0f} ms, reload at write {trigger} " \
                     f"of {nchunks}): {'applied' if ok else err}"
             if w.longest_gap() >= STALL:

@@ -7,8 +7,10 @@ would show in every reload; a loaded machine descheduling the client or lb
 now and then shows in one or two, which the median does not see (the
 longest gap overall is printed, beside the one without reloads). And
 reloads must not leak: lb's resident memory after 100 more reloads is where it was after
-the first ones (not asserted under ASan, whose quarantine keeps freed
-memory; LeakSanitizer checks at exit there)."""
+the first ones (under ASan with a small quarantine: harness.STEADY_RSS_ENV; there it
+went 58 -> 49 and 53 -> 49 MB, against 45 -> 28 MB in the optimised build), which
+also catches what LeakSanitizer cannot: replaced generations kept, still
+referenced, and never freed."""
 
 import statistics
 import threading
@@ -36,7 +38,7 @@ class ClientLoop:
         self.errors = []
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = harness.Thread(self._run)
         self.thread.start()
 
     def _run(self):
@@ -82,7 +84,7 @@ class ReloadScaleTest(LbTestCase):
                                 ("big", big, {})])
 
         texts = [text(1), text(2)]
-        lb = self.start_lb(texts[0], wait_ready=False)
+        lb = self.start_lb(texts[0], wait_ready=False, env=harness.STEADY_RSS_ENV)
         lb.wait_ready(timeout=60)
         lb.admin = admin_client.Admin(admin_port)
         st = lb.admin.stats()
@@ -143,23 +145,22 @@ class ReloadScaleTest(LbTestCase):
         # Replaced generations are freed by a periodic cleanup once their
         # last connection is gone; give it a bounded while.
         rss_after = [lb.rss_kb()]
-        try:
-            wait_for(lambda: rss_after.append(lb.rss_kb()) or
-                     rss_after[-1] - rss_warm < RSS_GROWTH_LIMIT_KB, 5.0, "lb's RSS to settle")
-        except AssertionError:
-            pass                        # judged below
-        growth = rss_after[-1] - rss_warm
-        print(f"RSS {rss_warm / 1024:.1f} MB after 11 reloads, {rss_after[-1] / 1024:.1f} MB "
-              f"after 100 more ({growth / 1024:+.1f} MB; 100 reloads took "
-              f"{t_m1 - t_m0:.1f}s){' [ASan build: not judged]' if harness.SANITIZED else ''}; "
-              "every 20 reloads: " + ", ".join(f"{x / 1024:.1f}" for x in series) + " MB")
+
+        def report():
+            growth = rss_after[-1] - rss_warm
+            return (f"RSS {rss_warm / 1024:.1f} MB after 11 reloads, {rss_after[-1] / 1024:.1f} "
+                    f"MB after 100 more ({growth / 1024:+.1f} MB; 100 reloads took "
+                    f"{t_m1 - t_m0:.1f}s); every 20 reloads: "
+                    + ", ".join(f"{x / 1024:.1f}" for x in series) + " MB")
+        wait_for(lambda: rss_after.append(lb.rss_kb()) or
+                 rss_after[-1] - rss_warm < RSS_GROWTH_LIMIT_KB, 5.0,
+                 lambda: f"lb's RSS to grow less than {RSS_GROWTH_LIMIT_KB // 1024} MB over "
+                         f"100 reloads: {report()}")
+        print(report())
         st = lb.admin.stats()
         self.assertEqual(st["reloads"]["generation"], 111)
         self.assertEqual(st["reloads"]["failed"], 0)
         self.assertEqual(st["removed_servers"], [])
-        if not harness.SANITIZED:
-            self.assertLess(growth, RSS_GROWTH_LIMIT_KB,
-                            f"RSS grew {growth / 1024:.1f} MB over 100 reloads")
         self.assertEqual(sorted({fetch_name(port) for _ in range(4)}), ["web1", "web2"])
 
 

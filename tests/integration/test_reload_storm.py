@@ -71,7 +71,7 @@ class ReloadStormTest(LbTestCase):
                     answers.append(fetch_name(port, timeout=5))
                 except (AssertionError, OSError) as e:
                     errors.append(repr(e))
-        t = threading.Thread(target=clients, daemon=True)
+        t = harness.Thread(clients)
         t.start()
         self.addCleanup(t.join, 10)
         self.addCleanup(stop.set)

@@ -176,8 +176,7 @@ class Load:
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
         self.seq = 0
-        self.threads = [threading.Thread(target=self._run, args=(1.0 / rate,),
-                                         daemon=True, name=f"load-{i}")
+        self.threads = [harness.Thread(self._run, 1.0 / rate, name=f"load-{i}")
                         for i in range(threads)]
         for t in self.threads:
             t.start()

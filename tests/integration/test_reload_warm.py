@@ -38,7 +38,7 @@ class ReloadWarmTest(LbTestCase):
                 except (OSError, AssertionError):
                     name = ""
                 results.append((time.monotonic(), name))
-        threads = [threading.Thread(target=loop, daemon=True) for _ in range(n)]
+        threads = [harness.Thread(loop) for _ in range(n)]
         for t in threads:
             t.start()
         return threads

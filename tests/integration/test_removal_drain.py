@@ -127,8 +127,7 @@ class Stream:
         self.problem = None         # wrong echo or unexpected bytes
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"stream-{server}")
+        self._thread = harness.Thread(self._run, name=f"stream-{server}")
         self._thread.start()
 
     def _end(self, how):

@@ -5,7 +5,6 @@ to `retries` more attempts in all; when every attempt fails the client
 connection is closed and event=no_server is logged."""
 
 import socket
-import threading
 from collections import Counter
 
 import harness
@@ -206,7 +205,7 @@ class RetryTest(LbTestCase):
             conn, _ = srv.accept()
             with conn:
                 conn.sendall(b"late\n")
-        t = threading.Thread(target=serve, daemon=True)
+        t = harness.Thread(serve)
         t.start()
         got, how = harness.recv_until_eof(c, timeout=IO_TIMEOUT)
         self.assertEqual(got, b"late\n", how)

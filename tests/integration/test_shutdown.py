@@ -11,6 +11,12 @@ from harness import LbTestCase, recv_until_eof, roundtrip, wait_for
 # value plus this (lb's main loop or the client scheduled late). Well below
 # 1 s, so that a timeout taken twice (2 s) fails.
 SHUTDOWN_SLACK = 0.5
+# "At once": with nothing (more) to drain, lb exits in the loop turn that
+# ends the last session, teardown (and ASan's leak check) included:
+# measured 1 ms in the optimised build and 8 ms in the ASan one. The bound is
+# the load slack above; a wait on any timer (the 30 s shutdown_timeout, a
+# once-a-second poll) fails it.
+EXIT_SOON = SHUTDOWN_SLACK
 
 
 class ShutdownTest(LbTestCase):
@@ -43,8 +49,10 @@ class ShutdownTest(LbTestCase):
         t_close = time.monotonic()
         s.close()
         status = lb.wait_exit(timeout=10)
+        took = time.monotonic() - t_close
+        print(f"measured: exit {took:.3f} s after the last connection closed")
         self.assertEqual(status, 0, f"exit status after {signame}")
-        self.assertLess(time.monotonic() - t_close, 10)
+        self.assertLess(took, EXIT_SOON, "lb did not exit when the last connection ended")
         lb.wait_event("exit", timeout=1, status=0)
         self.assertFalse(lb.events("shutdown_timeout"), "the drain should not time out")
 
@@ -95,7 +103,9 @@ class ShutdownTest(LbTestCase):
         t0 = time.monotonic()
         lb.send_signal(signal.SIGTERM)
         self.assertEqual(lb.wait_exit(timeout=10), 0)
-        self.assertLess(time.monotonic() - t0, 5.0, "lb waited with nothing to drain")
+        took = time.monotonic() - t0
+        print(f"measured: exit {took:.3f} s after SIGTERM with nothing open")
+        self.assertLess(took, EXIT_SOON, "lb waited with nothing to drain")
         # (active= in event=shutdown is not checked here: the client sees
         # EOF a moment before lb has released the session.)
         lb.wait_event("shutdown", timeout=1)

@@ -69,7 +69,7 @@ class Load:
         self.port, self.rate, self.limit_s = port, rate, limit_s
         self.ok, self.failed = 0, []
         self.stop_ev = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = harness.Thread(self._run)
         self.thread.start()
 
     def _run(self):

@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
 
 import harness
 from harness import LbTestCase, wait_for
@@ -56,7 +55,7 @@ def deploy_file(name, node_host=None):
     return "log stderr all;\n" + text.replace("10.0.0.", f"{tier.SUBNET}.")
 
 
-@unittest.skipIf(WHY_NOT is not None, WHY_NOT or "")
+@harness.skip_if(WHY_NOT is not None, WHY_NOT or "")
 class BgpTest(LbTestCase):
 
     @classmethod

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
 
 import harness
 from harness import LbTestCase, wait_for
@@ -47,7 +46,7 @@ def keepalived_conf(iface, priority, name):
     return text
 
 
-@unittest.skipIf(WHY_NOT is not None, WHY_NOT or "")
+@harness.skip_if(WHY_NOT is not None, WHY_NOT or "")
 class VrrpTest(LbTestCase):
 
     @classmethod

@@ -31,7 +31,7 @@ def run_clients(port, n_threads, stop, counts, lock, slices=None):
             with lock:
                 target = slices[-1] if slices is not None else counts
                 target[p] = target.get(p, 0) + 1
-    threads = [threading.Thread(target=loop, daemon=True) for _ in range(n_threads)]
+    threads = [harness.Thread(loop) for _ in range(n_threads)]
     for t in threads:
         t.start()
     return threads

@@ -114,6 +114,7 @@ fx_gen(struct fx *f, const char *text, const struct lb_gen *old)
     free(t);
     if (g == NULL)
         fx_die("lb_gen_new", err);
+    lb_members_weigh_gen(&f->d, g);     /* as main and a reload do */
     return g;
 }
 
@@ -123,7 +124,7 @@ fx_gen(struct fx *f, const char *text, const struct lb_gen *old)
 static inline void
 fx_build(struct fx *f, const char *text)
 {
-    const struct lb_state_data data = { fx_scan, fx_kick, NULL };  /* no tier here */
+    const struct lb_state_data data = { .scan = fx_scan, .kick = fx_kick };   /* no /ready to publish */
     unsigned port;
     int fd;
     char err[256];
