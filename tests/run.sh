@@ -43,8 +43,10 @@ TSAN_OPTIONS+=":suppressions=$PWD/tests/tsan.supp"
 # burst tests, whose slots and grants cross between workers, and discovery
 # (main's rounds and members reloads, the admin thread's /stats), and
 # the hand-over (lb -x), whose admin socket changes hands under the admin
-# thread, and more workers than CPUs (their loops take turns).
-TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared)$)'
+# thread, and more workers than CPUs (their loops take turns), and a
+# listener's close (its retiring socket's accepts against main's stop) and
+# connect pacing (each worker's window against the server's shared figures).
+TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared|listener_close|connect_pacing)$)'
 # ... but test_admin_limits, whose deadlines and descriptor limits are the
 # admin thread's own (25 s of waiting, no other thread involved).
 TSAN_SKIP='^integration/test_admin_limits$'
