@@ -88,9 +88,12 @@ echo "== tests: optimised build"
 # The tier tests (network namespaces, keepalived, BIRD) run once, in the
 # optimised build: they test the engines around lb more than its memory.
 # So does test_package: a package is made of the optimised build (in the
-# ASan build it would only skip, and CI=true shows no skip).
+# ASan build it would only skip, and CI=true shows no skip). So do the
+# alert rules' and the dashboard's tests: they judge Prometheus's reading of
+# lb's metric names and series, which the ASan build serves alike.
 echo "== tests: ASan + UBSan build"
-(cd build-asan && ctest --output-on-failure -E '^integration/test_(tier_.*|package)$')
+(cd build-asan && ctest --output-on-failure \
+     -E '^integration/test_(tier_.*|package|prometheus_rules|grafana_dashboard)$')
 # Each target for LB_FUZZ_SECONDS (8 s), two at a time: a crash, leak,
 # slow input or sanitizer report fails it, and the input is kept under
 # build-fuzz/tests/fuzz/artifacts/.
