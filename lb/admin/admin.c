@@ -113,6 +113,10 @@ struct lb_admin {
     struct lb_admin_wait *waits;        /* requests main has not answered */
     bool is_full;                       /* accepts paused: every connection
                                            is being answered */
+    /* accepts paused after an accept error; ours, not event_base_once's,
+     * so that unlisten and stop can cancel it before the listener goes */
+    struct event accept_retry_ev;
+    bool is_retry_assigned;             /* accept_retry_ev assigned */
 };
 
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
@@ -537,7 +541,9 @@ lb_admin_accept_resume(struct lb_admin *a)
 {
     if (a->is_full && a->listener != NULL) {
         a->is_full = false;
-        evconnlistener_enable(a->listener);
+        /* paused for an accept error too: its retry resumes */
+        if (!evtimer_pending(&a->accept_retry_ev, NULL))
+            evconnlistener_enable(a->listener);
     }
 }
 
@@ -875,18 +881,28 @@ lb_admin_bevcb(struct event_base *base, void *arg)
     return bev;
 }
 
+/* The pause after an accept error is over; accepts stay paused while
+ * every connection is being answered (lb_admin_accept_resume). */
 static void
 lb_admin_on_accept_retry(evutil_socket_t fd, short what, void *arg)
 {
-    evconnlistener_enable(arg);
+    struct lb_admin *a = arg;
+
+    if (a->listener != NULL && !a->is_full)
+        evconnlistener_enable(a->listener);
 }
 
 /* accept(2) failed for another reason than "try again": out of
  * descriptors or memory. The socket stays readable, so the listener would
  * spin at full CPU; pause it (the workers do the same). */
+/* The admin port whose listener is evhttp's: the listener's callbacks get
+ * evhttp's argument, not ours. One admin port per process. */
+static struct lb_admin *lb_admin_listening;
+
 static void
 lb_admin_on_accept_error(struct evconnlistener *lev, void *arg)
 {
+    struct lb_admin *a = lb_admin_listening;
     struct timeval tv = { 0, LB_ADMIN_ACCEPT_PAUSE_MS * 1000 };
     int err = EVUTIL_SOCKET_ERROR();
     char qbuf[128];
@@ -895,10 +911,7 @@ lb_admin_on_accept_error(struct evconnlistener *lev, void *arg)
     lb_log_limited(&lb_admin_accept_log, CONF_LOG_WARN, "accept_failed",
                    "listener=admin error=%s pause_ms=%d",
                    lb_log_quote(qbuf, sizeof(qbuf), strerror(err)), LB_ADMIN_ACCEPT_PAUSE_MS);
-    /* Out of memory for the timer too: accepting resumes when an admin
-     * connection closes. */
-    (void)event_base_once(evconnlistener_get_base(lev), -1, EV_TIMEOUT,
-                          lb_admin_on_accept_retry, lev, &tv);
+    evtimer_add(&a->accept_retry_ev, &tv);
 }
 
 /* ----------------------------------------------------------- lifecycle */
@@ -919,6 +932,8 @@ lb_admin_on_unlisten(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_admin *a = arg;
 
+    if (a->is_retry_assigned)
+        evtimer_del(&a->accept_retry_ev);
     if (a->bound != NULL)
         evhttp_del_accept_socket(a->http, a->bound);
     a->bound = NULL;
@@ -982,6 +997,10 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;
     a->stop_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_stop, a) : NULL;
     a->unlisten_ev = a->base != NULL ? event_new(a->base, -1, 0, lb_admin_on_unlisten, a) : NULL;
+    if (a->base != NULL) {
+        evtimer_assign(&a->accept_retry_ev, a->base, lb_admin_on_accept_retry, a);
+        a->is_retry_assigned = true;
+    }
     /* orders on main's loop, answers on this port's */
     a->orders = lb_mailbox_new(d->base, sizeof(struct lb_admin_order), lb_admin_on_orders, d);
     a->answers = a->base != NULL ? lb_mailbox_new(a->base, sizeof(struct lb_admin_answer),
@@ -1017,6 +1036,7 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
     }
     a->bound = bound;
     a->listener = evhttp_bound_socket_get_listener(bound);
+    lb_admin_listening = a;
     evconnlistener_set_error_cb(a->listener, lb_admin_on_accept_error);
     if (!lb_admin_is_loopback(&ac->listen) && ac->token[0] == '\0')
         lb_log(CONF_LOG_WARN, "admin_exposed",
@@ -1049,6 +1069,10 @@ lb_admin_stop(struct lb_daemon *d)
         event_free(a->stop_ev);
     if (a->unlisten_ev != NULL)
         event_free(a->unlisten_ev);
+    if (a->is_retry_assigned)
+        evtimer_del(&a->accept_retry_ev);
+    if (lb_admin_listening == a)
+        lb_admin_listening = NULL;
     /* Main's loop has ended: no answer comes any more, and orders not
      * carried out are dropped. A request still waiting is freed with its
      * connection by evhttp_free, or here when evhttp detached it. */
