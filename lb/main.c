@@ -285,6 +285,7 @@ lb_main_run(struct lb_daemon *d, const char *path, const sigset_t *old)
     if (started > 0)            /* ends when the last worker has exited */
         event_base_loop(d->base, EVLOOP_NO_EXIT_ON_EMPTY);
 
+    lb_reload_stop(d);                  /* answered before the admin port ends */
     lb_admin_stop(d);
     lb_control_stop(d);
     lb_health_stop(d);

@@ -74,6 +74,11 @@
 #define LB_ADMIN_KEEP_MAX (LB_ADMIN_MAX_HEADERS * 2 + LB_ADMIN_MAX_BODY + LB_ADMIN_READ_MAX + 4096)
 /* After EMFILE/ENFILE, how long accepts pause (as the workers do). */
 #define LB_ADMIN_ACCEPT_PAUSE_MS 100
+/* At stop, how long the answers still being written may take to leave
+ * (a client that does not read is not waited for longer), and how often
+ * that is looked at. */
+#define LB_ADMIN_STOP_FLUSH_MS 1000
+#define LB_ADMIN_STOP_POLL_MS 10
 
 /* One admin connection, from evhttp's bufferevent callback to evhttp's
  * close callback. Admin thread only. */
@@ -104,7 +109,8 @@ struct lb_admin {
     struct evhttp *http;
     struct evconnlistener *listener;    /* NULL once unlistened */
     struct evhttp_bound_socket *bound;
-    struct event *stop_ev;              /* lb_admin_stop ends the loop */
+    struct event *stop_ev;              /* ends the loop once the answers
+                                           are out (lb_admin_on_stop) */
     struct event *unlisten_ev;          /* lb_admin_unlisten */
     struct lb_admin_conn *conns, *conns_tail;
     size_t nconns;
@@ -117,12 +123,15 @@ struct lb_admin {
      * so that unlisten and stop can cancel it before the listener goes */
     struct event accept_retry_ev;
     bool is_retry_assigned;             /* accept_retry_ev assigned */
+    bool is_stopping;                   /* main answers nothing any more */
+    uint64_t stop_deadline_ms;          /* for the answers to leave */
 };
 
 extern const char lb_admin_dashboard_html[];    /* admin_dashboard.c, generated */
 
 static void lb_admin_conn_arm(struct lb_admin_conn *c, uint64_t now);
 static void lb_admin_conn_adopt(struct lb_admin_conn *c);
+static void lb_admin_begin_stop(struct lb_admin *a);
 
 /* ------------------------------------------------------------- answers */
 
@@ -253,9 +262,13 @@ lb_admin_wait_unlink(struct lb_admin *a, struct lb_admin_wait *w)
 static void
 lb_admin_order(struct lb_admin *a, struct evhttp_request *req, struct lb_admin_order *o)
 {
-    struct lb_admin_wait *w = calloc(1, sizeof(*w));
+    struct lb_admin_wait *w;
 
-    if (w == NULL) {
+    if (a->is_stopping) {               /* main's loop has ended */
+        lb_admin_error(req, HTTP_SERVUNAVAIL, "Service Unavailable", "lb is stopping");
+        return;
+    }
+    if ((w = calloc(1, sizeof(*w))) == NULL) {
         lb_admin_error(req, HTTP_INTERNAL, "Internal Server Error", "out of memory");
         return;
     }
@@ -370,8 +383,13 @@ lb_admin_on_answers(void *msgs, size_t n, void *arg)
     const struct lb_admin_answer *ans = msgs;
 
     for (size_t i = 0; i < n; i++) {
-        struct evhttp_request *req = ans[i].wait->req;
+        struct evhttp_request *req;
 
+        if (ans[i].wait == NULL) {      /* lb_admin_stop's mark: the last */
+            lb_admin_begin_stop(a);
+            continue;
+        }
+        req = ans[i].wait->req;
         lb_admin_wait_unlink(a, ans[i].wait);
         free(ans[i].wait);
         if (ans[i].body == NULL) {
@@ -916,12 +934,52 @@ lb_admin_on_accept_error(struct evconnlistener *lev, void *arg)
 
 /* ----------------------------------------------------------- lifecycle */
 
+/* Main has posted its last answer (lb_admin_stop): what still waits gets
+ * 503 now, and so does any order asked from here on; accepts end. */
+static void
+lb_admin_begin_stop(struct lb_admin *a)
+{
+    if (a->is_stopping)
+        return;
+    a->is_stopping = true;
+    a->stop_deadline_ms = lb_mono_ms() + LB_ADMIN_STOP_FLUSH_MS;
+    if (a->listener != NULL)
+        evconnlistener_disable(a->listener);
+    if (a->is_retry_assigned)
+        evtimer_del(&a->accept_retry_ev);
+    while (a->waits != NULL) {
+        struct lb_admin_wait *w = a->waits;
+        struct evhttp_request *req = w->req;
+
+        lb_admin_wait_unlink(a, w);
+        free(w);
+        lb_admin_error(req, HTTP_SERVUNAVAIL, "Service Unavailable", "lb is stopping");
+    }
+    event_active(a->stop_ev, EV_READ, 0);
+}
+
+static bool
+lb_admin_is_flushed(const struct lb_admin *a)
+{
+    for (const struct lb_admin_conn *c = a->conns; c != NULL; c = c->next) {
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+            return false;
+    }
+    return true;
+}
+
+/* The loop ends once every answer has left, or at the deadline. */
 static void
 lb_admin_on_stop(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_admin *a = arg;
+    struct timeval tv = { 0, LB_ADMIN_STOP_POLL_MS * 1000 };
 
-    event_base_loopbreak(a->base);
+    lb_admin_begin_stop(a);             /* the mark could not be posted */
+    if (lb_admin_is_flushed(a) || lb_mono_ms() >= a->stop_deadline_ms)
+        event_base_loopbreak(a->base);
+    else
+        event_add(a->stop_ev, &tv);
 }
 
 /* The admin socket now belongs to the process that took over: this one
@@ -1060,9 +1118,15 @@ lb_admin_stop(struct lb_daemon *d)
     if (a == NULL)
         return;
     if (a->is_running) {
-        /* Through an event, not event_base_loopbreak(): a loop that has not
-         * started yet clears the break flag when it starts. */
-        event_active(a->stop_ev, EV_READ, 0);
+        /* Main answers nothing after this mark: behind every answer it
+         * posted, it tells the admin thread to answer what still waits and
+         * to end once the answers are out. Through the loop, not
+         * event_base_loopbreak(): a loop that has not started yet clears
+         * the break flag when it starts. */
+        struct lb_admin_answer mark = { .wait = NULL };
+
+        if (lb_mailbox_post(a->answers, &mark) == -1)
+            event_active(a->stop_ev, EV_READ, 0);
         pthread_join(a->thread, NULL);
     }
     if (a->stop_ev != NULL)

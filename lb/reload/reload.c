@@ -656,6 +656,17 @@ lb_reload_init(struct lb_daemon *d)
 }
 
 void
+lb_reload_stop(struct lb_daemon *d)
+{
+    if (d->reload->reload_run != NULL) {
+        lb_reload_answer(d, &d->reload->reload_run->members_waiters, -1, "lb is stopping");
+        lb_reload_answer(d, &d->reload->reload_run->file_waiters, -1, "lb is stopping");
+    }
+    lb_reload_answer(d, &d->reload->asked_members, -1, "lb is stopping");
+    lb_reload_answer(d, &d->reload->asked_file, -1, "lb is stopping");
+}
+
+void
 lb_reload_fini(struct lb_daemon *d)
 {
     if (d->reload->retired_ev != NULL)
@@ -669,12 +680,7 @@ lb_reload_fini(struct lb_daemon *d)
     d->reload->retired_ev = d->reload->hup_ev = d->reload->warm_ev = d->reload->settle_ev = NULL;
     if (d->reload->reload_run != NULL && d->reload->reload_run->old != NULL)
         lb_gen_unref(d->reload->reload_run->old);
-    if (d->reload->reload_run != NULL) {
-        lb_reload_answer(d, &d->reload->reload_run->members_waiters, -1, "lb is stopping");
-        lb_reload_answer(d, &d->reload->reload_run->file_waiters, -1, "lb is stopping");
-    }
-    lb_reload_answer(d, &d->reload->asked_members, -1, "lb is stopping");
-    lb_reload_answer(d, &d->reload->asked_file, -1, "lb is stopping");
+    lb_reload_stop(d);                  /* any asked since */
     free(d->reload->reload_run);
     d->reload->reload_run = NULL;
     for (size_t i = 0; i < d->reload->fig.nretired; i++)

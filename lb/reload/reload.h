@@ -125,6 +125,9 @@ int lb_reload_init(struct lb_daemon *d);
 /* SIGHUP: a reload soon; a burst of signals makes one. Main thread. */
 void lb_reload_signal(struct lb_daemon *d);
 void lb_reload_fini(struct lb_daemon *d);
+/* Main's loop has ended: every request waiting for a reload is told "lb
+ * is stopping" now, while the admin port can still send it. */
+void lb_reload_stop(struct lb_daemon *d);
 /* Worker `worker` now runs generation `number` (its acknowledgement of a
  * switch). Main thread. */
 void lb_reload_on_switched(struct lb_daemon *d, unsigned worker, uint64_t number);

@@ -132,6 +132,41 @@ class ReloadAsyncTest(LbTestCase):
         lb.stop(signal.SIGINT)          # exits 0 (checked at teardown)
         waiting.close()
 
+    def read_answer(self, s):
+        """What the server sent on s until it closed (IO_TIMEOUT bound)."""
+        s.settimeout(IO_TIMEOUT)
+        data = b""
+        deadline = time.monotonic() + IO_TIMEOUT
+        while time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        return data
+
+    def test_waiting_reloads_answered_at_stop(self):
+        # Two POST /reload wait when SIGINT comes: the one whose reload
+        # warms, and one asked meanwhile for the reload after it. Each gets
+        # an HTTP answer saying lb is stopping before its connection closes
+        # (the regression closed them with no answer: the answers reached
+        # an admin port already stopped).
+        lb = start_lb(self, self.text([("b1", self.named("b1"))]), self.admin_port)
+        lb.admin.wait_server("p", "b1", lambda s: s["health"] == "up", IO_TIMEOUT, "b1 up")
+        self.hc.mode(self.hc.ports[0], f"slow:{PROBE_MS}")
+        write_atomic(lb.config_path, self.text([("g1", self.named("g1"))]))
+        warming = self.raw_reload()
+        lb.wait_event("reload_warming", timeout=IO_TIMEOUT)
+        queued = self.raw_reload()
+        # main has taken the second order: it waits for the next reload
+        wait_for(lambda: lb.admin.get("/stats").status == 200, IO_TIMEOUT, "stats")
+        lb.stop(signal.SIGINT)          # exits 0 (checked at teardown)
+        for name, s in (("warming", warming), ("queued", queued)):
+            data = self.read_answer(s)
+            head, _, body = data.partition(b"\r\n\r\n")
+            self.assertRegex(head, rb"^HTTP/1\.1 (400|503) ", f"{name}: {data!r}")
+            self.assertEqual(json.loads(body), {"error": "lb is stopping"}, f"{name}: {data!r}")
+
 
 if __name__ == "__main__":
     harness.main()
