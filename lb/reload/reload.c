@@ -91,6 +91,8 @@ static void lb_reload_free_unused(struct lb_daemon *d);
 static void lb_reload_end(struct lb_daemon *d, const char *trigger, int rc, const char *err,
                           struct lb_reload_run *run);
 static void lb_reload_next(struct lb_daemon *d);
+static bool lb_reload_wait(struct lb_daemon *d, struct lb_reload_waiters *ws,
+                           lb_reload_done_pt done, void *arg);
 
 /* The service manager sees a reload from its start to its end, failed or
  * not (systemd's RELOADING=1 ... READY=1; MONOTONIC_USEC is what
@@ -270,6 +272,28 @@ lb_reload_publish(struct lb_daemon *d, struct lb_reload_run *run)
     }
 }
 
+/* A file reload failed: the admin API's member changes it carried are not
+ * the file's to refuse. They were written to the members already, so a
+ * members reload (the last good file's config) applies them next and
+ * answers them, before those asked since; otherwise they would be
+ * answered the file's errors and still appear at the next good reload. */
+static void
+lb_reload_members_again(struct lb_daemon *d, struct lb_reload_run *run)
+{
+    struct lb_reload_waiters *asked = &d->reload->asked_members;
+
+    if (run->members_waiters.n == 0 || lb_tier_is_stopping(d))
+        return;
+    for (size_t i = 0; i < asked->n; i++)
+        (void)lb_reload_wait(d, &run->members_waiters, asked->list[i].done, asked->list[i].arg);
+    free(asked->list);
+    *asked = run->members_waiters;
+    run->members_waiters = (struct lb_reload_waiters){ 0 };
+    if (!d->reload->is_reload_again)
+        d->reload->reload_again_trigger = "api";
+    d->reload->is_reload_again = true;
+}
+
 /* Commits the reload run is for, or fails it, or waits for the file to
  * settle (settle_ev calls again). */
 static void
@@ -288,6 +312,8 @@ lb_reload_attempt(struct lb_daemon *d, struct lb_reload_run *run)
     }
     if (rc != 0) {
         d->reload->reload_run = NULL;
+        if (run->is_file)
+            lb_reload_members_again(d, run);
         lb_reload_end(d, run->trigger, -1, err, run);
         free(run);
         lb_reload_next(d);

@@ -167,6 +167,43 @@ class ReloadAsyncTest(LbTestCase):
             self.assertRegex(head, rb"^HTTP/1\.1 (400|503) ", f"{name}: {data!r}")
             self.assertEqual(json.loads(body), {"error": "lb is stopping"}, f"{name}: {data!r}")
 
+    def test_member_change_outlives_a_broken_file(self):
+        # A member added while a reload warms is carried by the reload
+        # after it, which reads the file: broken by then (a SIGHUP asked
+        # for it). The add is not the file's to refuse: it is applied by a
+        # members reload and answered 201; the regression answered 500 with
+        # the file's error and still applied the add at the next reload.
+        lb = start_lb(self, self.text([("b1", self.named("b1"))]), self.admin_port,
+                      allowed_errors={"reload_failed"})
+        lb.admin.wait_server("p", "b1", lambda s: s["health"] == "up", IO_TIMEOUT, "b1 up")
+        self.hc.mode(self.hc.ports[0], f"slow:{PROBE_MS}")
+        write_atomic(lb.config_path, self.text([("g1", self.named("g1"))]))
+        first, added = [], []
+        threads = [self.post_reload(lb, first)]
+        lb.wait_event("reload_warming", timeout=IO_TIMEOUT)
+        write_atomic(lb.config_path, "[global\n")
+        lb.proc.send_signal(signal.SIGHUP)
+        api1 = self.named("api1")
+
+        def add():
+            r = lb.admin.post("/pools/p/servers", timeout=IO_TIMEOUT,
+                              body=json.dumps({"name": "api1", "address": api1.addr}),
+                              headers={"Content-Type": "application/json"})
+            added.append(r)
+        threads.append(threading.Thread(target=add, daemon=True))
+        threads[-1].start()
+        for t in threads:
+            t.join(IO_TIMEOUT)
+        self.assertEqual(first[0][1].status, 200, str(first[0][1]))
+        self.assertEqual(len(lb.events("reload_failed")), 1, lb.events("reload_failed"))
+        r = added[0]
+        self.assertEqual(r.status, 201, str(r))
+        self.assertEqual(r.json()["name"], "api1", str(r))
+        stats = lb.admin.get("/stats").json()
+        names = [sv["name"] for pool in stats["pools"] if pool["name"] == "p"
+                 for sv in pool["servers"]]
+        self.assertIn("api1", names, stats)
+
 
 if __name__ == "__main__":
     harness.main()
