@@ -381,20 +381,23 @@ lb_session_pick(struct lb_session *s, bool *is_again)
  * then wait for lb's retransmissions to find room, seconds later (README,
  * "Connect pacing"). */
 
-/* The window, per worker, opens like TCP's slow start: LB_PACE_START
- * connects, one more for each answered, up to a share of LB_PACE_MAX (summed
- * over the workers: half the common backlog of 128, so that lb alone never
- * fills a server's SYN queue). A connect with no answer after 4 times the
- * server's smoothed connect time (at least LB_PACE_STALL_MIN_MS) lost its
- * SYN to a full accept queue: the window halves, and the session dials
- * again when its turn comes, first in line, instead of waiting for the
- * kernel's retransmission 1 s later (which would come back in one wave).
- * Each stall of the same attempt doubles its wait, as TCP backs its RTO
- * off, so that a server whose answers slowed down (a longer path) is still
- * reached. The attempt's connect_timeout runs from its start, waiting
- * included. */
+/* The window, per worker, opens like TCP's: LB_PACE_START connects, one
+ * more for each answered (slow start), with no ceiling but a sanity bound
+ * (a share of LB_PACE_LIMIT, summed over the workers) until a connect
+ * stalls: one with no answer after 4 times the server's smoothed connect
+ * time (at least LB_PACE_STALL_MIN_MS) lost its SYN to a full accept
+ * queue. The window then halves, at most once per smoothed connect time
+ * (a full queue drops a whole window's SYNs at once: one loss event, as TCP
+ * counts it), and the half (at least LB_PACE_START) becomes the threshold
+ * past which the window grows by one per window's worth of answers
+ * (congestion avoidance). The stalled session dials again when its turn
+ * comes, first in line, instead of waiting for the kernel's retransmission
+ * 1 s later (which would come back in one wave). Each stall of the same
+ * attempt doubles its wait, as TCP backs its RTO off, so that a server
+ * whose answers slowed down (a longer path) is still reached. The
+ * attempt's connect_timeout runs from its start, waiting included. */
 #define LB_PACE_START 4
-#define LB_PACE_MAX 64
+#define LB_PACE_LIMIT 4096
 #define LB_PACE_STALL_MIN_MS 10
 #define LB_PACE_STALL_NEW_MS 200      /* no connect answered yet */
 #define LB_PACE_BACKOFF_MAX 6         /* 64 times */
@@ -402,7 +405,10 @@ lb_session_pick(struct lb_session *s, bool *is_again)
 struct lb_pace {
     uint32_t in_flight;
     uint32_t window;                /* 0: LB_PACE_START */
+    uint32_t ssthresh;              /* 0: no stall yet, slow start */
+    uint32_t acked;                 /* answers toward the next +1 past it */
     uint32_t srtt_us;               /* smoothed connect time; 0: none yet */
+    uint64_t halved_us;             /* when the window last halved */
     struct lb_session *head, *tail; /* waiting, oldest first */
 };
 
@@ -410,7 +416,7 @@ static uint32_t
 lb_pace_max(const struct lb_worker *w)
 {
     size_t n = w->daemon->nworkers;
-    uint32_t per = (uint32_t)(LB_PACE_MAX / (n ? n : 1));
+    uint32_t per = (uint32_t)(LB_PACE_LIMIT / (n ? n : 1));
 
     return per > LB_PACE_START ? per : LB_PACE_START;
 }
@@ -499,8 +505,14 @@ lb_pace_answered(struct lb_session *s)
     if (p != NULL) {
         p->srtt_us = p->srtt_us == 0 ? (uint32_t)took
                                      : (uint32_t)((7 * (uint64_t)p->srtt_us + took) / 8);
-        if (lb_pace_window(p) < lb_pace_max(s->w))
-            p->window = lb_pace_window(p) + 1;
+        uint32_t win = lb_pace_window(p);
+
+        if (p->ssthresh != 0 && win >= p->ssthresh && ++p->acked < win)
+            win = 0;                    /* congestion avoidance: not yet */
+        if (win != 0 && win < lb_pace_max(s->w)) {
+            p->window = win + 1;
+            p->acked = 0;
+        }
     }
     lb_pace_done(s);
 }
@@ -543,15 +555,23 @@ lb_pace_unlink(struct lb_session *s)
 }
 
 /* The connect in flight got no answer in lb_pace_stall_ms: its SYN was
- * most likely dropped. The window halves and the session dials again in
- * its turn. */
+ * most likely dropped. The window halves (once per smoothed connect time)
+ * and the session dials again in its turn. */
 static void
 lb_pace_stalled(struct lb_session *s)
 {
     struct lb_pace *p = &s->w->paces[s->server->b->id];
-    uint64_t now = lb_mono_ms();
+    uint64_t now = lb_mono_ms(), now_us = lb_mono_us();
+    uint64_t every_us = p->srtt_us != 0 ? p->srtt_us : LB_PACE_STALL_NEW_MS * UINT64_C(1000);
 
-    p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
+    if (p->halved_us == 0 || now_us - p->halved_us >= every_us) {
+        uint32_t half = lb_pace_window(p) / 2;
+
+        p->window = half > 1 ? half : 1;
+        p->ssthresh = half > LB_PACE_START ? half : LB_PACE_START;
+        p->acked = 0;
+        p->halved_us = now_us;
+    }
     if (s->nstalls < LB_PACE_BACKOFF_MAX)
         s->nstalls++;
     close(s->sfd);                      /* leaves io_fd */
