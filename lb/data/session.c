@@ -266,13 +266,34 @@ lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
     hc_probe_now(hc, srv->b->id);
 }
 
+/* The attempt on s->server is over: its socket, place in the pace window
+ * and server slot go back (the caller picks again). */
 static void
-lb_session_connect_failed(struct lb_session *s, const char *error)
+lb_session_attempt_end(struct lb_session *s)
+{
+    struct lb_server *srv = s->server;
+
+    event_del(&s->timer);
+    lb_pace_done(s);
+    if (s->sfd >= 0)
+        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
+    s->sfd = -1;
+    lb_queue_release_slot(s->pool, srv->index);
+    s->server = NULL;
+}
+
+/* The attempt failed: logged and, when is_server_fault, counted against
+ * the server (connect_failures, observe_errors). Its connect_timeout
+ * running out before its turn to dial came is not the server's fault: no
+ * SYN was sent. */
+static void
+lb_session_connect_failed(struct lb_session *s, const char *error, bool is_server_fault)
 {
     struct lb_server *srv = s->server;
     char lower[96], qbuf[128];
 
-    atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
+    if (is_server_fault)
+        atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
     /* Operators read "connection refused", as the kernel's own messages
      * and haproxy's logs put it, not strerror's capitalised sentence. */
     snprintf(lower, sizeof(lower), "%s", error);
@@ -282,14 +303,9 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    s->fe->conf->name, s->pool->conf->name, srv->conf->name,
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
-    lb_session_observe_failure(s, srv);
-    event_del(&s->timer);
-    lb_pace_done(s);
-    if (s->sfd >= 0)
-        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
-    s->sfd = -1;
-    lb_queue_release_slot(s->pool, srv->index);
-    s->server = NULL;
+    if (is_server_fault)
+        lb_session_observe_failure(s, srv);
+    lb_session_attempt_end(s);
 }
 
 /* Puts one of the session's sockets into the worker's epoll set. */
@@ -659,7 +675,7 @@ lb_session_dial(struct lb_session *s)
     /* An immediate failure (no route, no local port left): the other
      * servers may still be reachable. Refusals arrive later, through
      * lb_session_on_connect. */
-    lb_session_connect_failed(s, strerror(errno));
+    lb_session_connect_failed(s, strerror(errno), true);
     return false;
 }
 
@@ -771,7 +787,7 @@ lb_session_on_connect(struct lb_session *s, uint32_t events)
     }
     if (err == 0)
         return;                         /* nothing decided yet */
-    lb_session_connect_failed(s, strerror(err));
+    lb_session_connect_failed(s, strerror(err), true);
     lb_session_connect(s);
 }
 
@@ -846,7 +862,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_pace_unlink(s);
         snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
                  (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg);
+        lb_session_connect_failed(s, msg, false);
         lb_session_connect(s);
         return;
     }
@@ -872,7 +888,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
             return;
         snprintf(msg, sizeof(msg), "timeout after %llu ms",
                  (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg);
+        lb_session_connect_failed(s, msg, true);
         lb_session_connect(s);
         return;
     }
