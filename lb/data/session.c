@@ -484,10 +484,17 @@ lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
             struct lb_session *s = w->paces[id].head;
 
             lb_pace_unlink(s);
-            /* a dial that fails at once tries the other servers, which may
-             * grow w->paces: it is looked up again each round */
-            if (!lb_session_dial(s))
+            /* A server that left rotation while s waited (disabled,
+             * deleted, down) is not dialled: the slot goes back and s
+             * picks again, as after a failed dial, but the server is not
+             * blamed. Either way the other servers are tried, which may
+             * grow w->paces: it is looked up again each round. */
+            if (!bal_server_in_rotation(s->pool->bal, s->server->index)) {
+                lb_session_attempt_end(s);
                 lb_session_connect(s);
+            } else if (!lb_session_dial(s)) {
+                lb_session_connect(s);
+            }
         }
     }
 }

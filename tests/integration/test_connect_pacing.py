@@ -111,6 +111,32 @@ class PaceWaitersTest(LbTestCase):
         # Only the connects whose SYN went out count against the server.
         self.assertEqual(st["connect_failures"], len(dialled), (st, len(waited)))
 
+    def test_waiters_of_a_drained_server_go_to_another(self):
+        black = self.blackhole()
+        live = self.named("live")
+        n = 20                  # round robin: 10 to black, 6 of them waiting
+        admin_port = free_port()
+        text, port = harness.make_config([("black", black), ("live", live)],
+                                         admin_port=admin_port, workers=1,
+                                         connect_timeout="3s", retries=2)
+        self.start_lb(text, port=port)
+        admin = Admin(admin_port)
+        threads, out = run_clients(port, n)
+        admin.wait_server("p", "black", lambda s: s["active_connections"] == n // 2,
+                          10.0, "every client routed to black holding its slot")
+        t0 = time.monotonic()
+        r = admin.action("p", "black", "drain")
+        self.assertEqual(r.status, 200, r)
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        self.assertEqual([o[0] for o in out], [b"live\n"] * n, out)
+        # Unfixed, the waiters dialled black when their turn came (never:
+        # the window stays full) and went to live at connect_timeout, 3 s.
+        self.assertLess(took, 1.5, out)
+        st = find_server(admin.stats(), "p", "black")
+        self.assertEqual(st["connect_failures"], 0, st)
+
 
 if __name__ == "__main__":
     harness.main()
