@@ -426,6 +426,8 @@ struct lb_pace {
     uint32_t srtt_us;               /* smoothed connect time; 0: none yet */
     uint64_t halved_us;             /* when the window last halved */
     struct lb_session *head, *tail; /* waiting, oldest first */
+    bool is_busy;                   /* on the worker's pace_busy list */
+    uint32_t busy_next;             /* the next on it, as pace_busy */
 };
 
 static uint32_t
@@ -477,8 +479,18 @@ void
 lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_worker *w = arg;
+    uint32_t busy = w->pace_busy;
 
-    for (size_t id = 0; id < w->npaces; id++) {
+    /* Only the entries that had waiters (pace_busy), not the whole table:
+     * ids are never reused, so it only grows. The list is taken whole; the
+     * sessions that wait meanwhile start a new one, and an entry with
+     * waiters left goes back on it. */
+    w->pace_busy = 0;
+    while (busy != 0) {
+        uint32_t id = busy - 1;
+
+        busy = w->paces[id].busy_next;
+        w->paces[id].is_busy = false;
         while (w->paces[id].head != NULL &&
                w->paces[id].in_flight < lb_pace_window(&w->paces[id])) {
             struct lb_session *s = w->paces[id].head;
@@ -495,6 +507,11 @@ lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
             } else if (!lb_session_dial(s)) {
                 lb_session_connect(s);
             }
+        }
+        if (w->paces[id].head != NULL && !w->paces[id].is_busy) {
+            w->paces[id].is_busy = true;
+            w->paces[id].busy_next = w->pace_busy;
+            w->pace_busy = id + 1;
         }
     }
 }
@@ -545,6 +562,11 @@ lb_pace_answered(struct lb_session *s)
 static void
 lb_pace_wait(struct lb_session *s, struct lb_pace *p, bool at_head)
 {
+    if (!p->is_busy) {
+        p->is_busy = true;
+        p->busy_next = s->w->pace_busy;
+        s->w->pace_busy = s->server->b->id + 1;
+    }
     s->is_pace_waiting = true;
     s->pace_prev = at_head ? NULL : p->tail;
     s->pace_next = at_head ? p->head : NULL;
