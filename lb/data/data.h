@@ -80,6 +80,8 @@ struct lb_worker {
     struct lb_session *dead;            /* ended during the dispatch */
     struct lb_pace *paces;              /* connect pacing, by backend id */
     size_t npaces;
+    uint32_t pace_busy;                 /* 1 + id of the first pace entry
+                                           with waiters; 0: none */
     struct event *pace_ev;              /* a paced connect may go */
     bool is_dispatching;
     bool is_stopping;

@@ -266,13 +266,34 @@ lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
     hc_probe_now(hc, srv->b->id);
 }
 
+/* The attempt on s->server is over: its socket, place in the pace window
+ * and server slot go back (the caller picks again). */
 static void
-lb_session_connect_failed(struct lb_session *s, const char *error)
+lb_session_attempt_end(struct lb_session *s)
+{
+    struct lb_server *srv = s->server;
+
+    event_del(&s->timer);
+    lb_pace_done(s);
+    if (s->sfd >= 0)
+        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
+    s->sfd = -1;
+    lb_queue_release_slot(s->pool, srv->index);
+    s->server = NULL;
+}
+
+/* The attempt failed: logged and, when is_server_fault, counted against
+ * the server (connect_failures, observe_errors). Its connect_timeout
+ * running out before its turn to dial came is not the server's fault: no
+ * SYN was sent. */
+static void
+lb_session_connect_failed(struct lb_session *s, const char *error, bool is_server_fault)
 {
     struct lb_server *srv = s->server;
     char lower[96], qbuf[128];
 
-    atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
+    if (is_server_fault)
+        atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
     /* Operators read "connection refused", as the kernel's own messages
      * and haproxy's logs put it, not strerror's capitalised sentence. */
     snprintf(lower, sizeof(lower), "%s", error);
@@ -282,14 +303,9 @@ lb_session_connect_failed(struct lb_session *s, const char *error)
                    s->fe->conf->name, s->pool->conf->name, srv->conf->name,
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
-    lb_session_observe_failure(s, srv);
-    event_del(&s->timer);
-    lb_pace_done(s);
-    if (s->sfd >= 0)
-        close(s->sfd);                  /* before the slot goes back; leaves io_fd */
-    s->sfd = -1;
-    lb_queue_release_slot(s->pool, srv->index);
-    s->server = NULL;
+    if (is_server_fault)
+        lb_session_observe_failure(s, srv);
+    lb_session_attempt_end(s);
 }
 
 /* Puts one of the session's sockets into the worker's epoll set. */
@@ -381,20 +397,23 @@ lb_session_pick(struct lb_session *s, bool *is_again)
  * then wait for lb's retransmissions to find room, seconds later (README,
  * "Connect pacing"). */
 
-/* The window, per worker, opens like TCP's slow start: LB_PACE_START
- * connects, one more for each answered, up to a share of LB_PACE_MAX (summed
- * over the workers: half the common backlog of 128, so that lb alone never
- * fills a server's SYN queue). A connect with no answer after 4 times the
- * server's smoothed connect time (at least LB_PACE_STALL_MIN_MS) lost its
- * SYN to a full accept queue: the window halves, and the session dials
- * again when its turn comes, first in line, instead of waiting for the
- * kernel's retransmission 1 s later (which would come back in one wave).
- * Each stall of the same attempt doubles its wait, as TCP backs its RTO
- * off, so that a server whose answers slowed down (a longer path) is still
- * reached. The attempt's connect_timeout runs from its start, waiting
- * included. */
+/* The window, per worker, opens like TCP's: LB_PACE_START connects, one
+ * more for each answered (slow start), with no ceiling but a sanity bound
+ * (a share of LB_PACE_LIMIT, summed over the workers) until a connect
+ * stalls: one with no answer after 4 times the server's smoothed connect
+ * time (at least LB_PACE_STALL_MIN_MS) lost its SYN to a full accept
+ * queue. The window then halves, at most once per smoothed connect time
+ * (a full queue drops a whole window's SYNs at once: one loss event, as TCP
+ * counts it), and the half (at least LB_PACE_START) becomes the threshold
+ * past which the window grows by one per window's worth of answers
+ * (congestion avoidance). The stalled session dials again when its turn
+ * comes, first in line, instead of waiting for the kernel's retransmission
+ * 1 s later (which would come back in one wave). Each stall of the same
+ * attempt doubles its wait, as TCP backs its RTO off, so that a server
+ * whose answers slowed down (a longer path) is still reached. The
+ * attempt's connect_timeout runs from its start, waiting included. */
 #define LB_PACE_START 4
-#define LB_PACE_MAX 64
+#define LB_PACE_LIMIT 4096
 #define LB_PACE_STALL_MIN_MS 10
 #define LB_PACE_STALL_NEW_MS 200      /* no connect answered yet */
 #define LB_PACE_BACKOFF_MAX 6         /* 64 times */
@@ -402,15 +421,20 @@ lb_session_pick(struct lb_session *s, bool *is_again)
 struct lb_pace {
     uint32_t in_flight;
     uint32_t window;                /* 0: LB_PACE_START */
+    uint32_t ssthresh;              /* 0: no stall yet, slow start */
+    uint32_t acked;                 /* answers toward the next +1 past it */
     uint32_t srtt_us;               /* smoothed connect time; 0: none yet */
+    uint64_t halved_us;             /* when the window last halved */
     struct lb_session *head, *tail; /* waiting, oldest first */
+    bool is_busy;                   /* on the worker's pace_busy list */
+    uint32_t busy_next;             /* the next on it, as pace_busy */
 };
 
 static uint32_t
 lb_pace_max(const struct lb_worker *w)
 {
     size_t n = w->daemon->nworkers;
-    uint32_t per = (uint32_t)(LB_PACE_MAX / (n ? n : 1));
+    uint32_t per = (uint32_t)(LB_PACE_LIMIT / (n ? n : 1));
 
     return per > LB_PACE_START ? per : LB_PACE_START;
 }
@@ -455,17 +479,39 @@ void
 lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_worker *w = arg;
+    uint32_t busy = w->pace_busy;
 
-    for (size_t id = 0; id < w->npaces; id++) {
+    /* Only the entries that had waiters (pace_busy), not the whole table:
+     * ids are never reused, so it only grows. The list is taken whole; the
+     * sessions that wait meanwhile start a new one, and an entry with
+     * waiters left goes back on it. */
+    w->pace_busy = 0;
+    while (busy != 0) {
+        uint32_t id = busy - 1;
+
+        busy = w->paces[id].busy_next;
+        w->paces[id].is_busy = false;
         while (w->paces[id].head != NULL &&
                w->paces[id].in_flight < lb_pace_window(&w->paces[id])) {
             struct lb_session *s = w->paces[id].head;
 
             lb_pace_unlink(s);
-            /* a dial that fails at once tries the other servers, which may
-             * grow w->paces: it is looked up again each round */
-            if (!lb_session_dial(s))
+            /* A server that left rotation while s waited (disabled,
+             * deleted, down) is not dialled: the slot goes back and s
+             * picks again, as after a failed dial, but the server is not
+             * blamed. Either way the other servers are tried, which may
+             * grow w->paces: it is looked up again each round. */
+            if (!bal_server_in_rotation(s->pool->bal, s->server->index)) {
+                lb_session_attempt_end(s);
                 lb_session_connect(s);
+            } else if (!lb_session_dial(s)) {
+                lb_session_connect(s);
+            }
+        }
+        if (w->paces[id].head != NULL && !w->paces[id].is_busy) {
+            w->paces[id].is_busy = true;
+            w->paces[id].busy_next = w->pace_busy;
+            w->pace_busy = id + 1;
         }
     }
 }
@@ -499,8 +545,14 @@ lb_pace_answered(struct lb_session *s)
     if (p != NULL) {
         p->srtt_us = p->srtt_us == 0 ? (uint32_t)took
                                      : (uint32_t)((7 * (uint64_t)p->srtt_us + took) / 8);
-        if (lb_pace_window(p) < lb_pace_max(s->w))
-            p->window = lb_pace_window(p) + 1;
+        uint32_t win = lb_pace_window(p);
+
+        if (p->ssthresh != 0 && win >= p->ssthresh && ++p->acked < win)
+            win = 0;                    /* congestion avoidance: not yet */
+        if (win != 0 && win < lb_pace_max(s->w)) {
+            p->window = win + 1;
+            p->acked = 0;
+        }
     }
     lb_pace_done(s);
 }
@@ -510,6 +562,11 @@ lb_pace_answered(struct lb_session *s)
 static void
 lb_pace_wait(struct lb_session *s, struct lb_pace *p, bool at_head)
 {
+    if (!p->is_busy) {
+        p->is_busy = true;
+        p->busy_next = s->w->pace_busy;
+        s->w->pace_busy = s->server->b->id + 1;
+    }
     s->is_pace_waiting = true;
     s->pace_prev = at_head ? NULL : p->tail;
     s->pace_next = at_head ? p->head : NULL;
@@ -543,15 +600,23 @@ lb_pace_unlink(struct lb_session *s)
 }
 
 /* The connect in flight got no answer in lb_pace_stall_ms: its SYN was
- * most likely dropped. The window halves and the session dials again in
- * its turn. */
+ * most likely dropped. The window halves (once per smoothed connect time)
+ * and the session dials again in its turn. */
 static void
 lb_pace_stalled(struct lb_session *s)
 {
     struct lb_pace *p = &s->w->paces[s->server->b->id];
-    uint64_t now = lb_mono_ms();
+    uint64_t now = lb_mono_ms(), now_us = lb_mono_us();
+    uint64_t every_us = p->srtt_us != 0 ? p->srtt_us : LB_PACE_STALL_NEW_MS * UINT64_C(1000);
 
-    p->window = lb_pace_window(p) > 1 ? lb_pace_window(p) / 2 : 1;
+    if (p->halved_us == 0 || now_us - p->halved_us >= every_us) {
+        uint32_t half = lb_pace_window(p) / 2;
+
+        p->window = half > 1 ? half : 1;
+        p->ssthresh = half > LB_PACE_START ? half : LB_PACE_START;
+        p->acked = 0;
+        p->halved_us = now_us;
+    }
     if (s->nstalls < LB_PACE_BACKOFF_MAX)
         s->nstalls++;
     close(s->sfd);                      /* leaves io_fd */
@@ -639,7 +704,7 @@ lb_session_dial(struct lb_session *s)
     /* An immediate failure (no route, no local port left): the other
      * servers may still be reachable. Refusals arrive later, through
      * lb_session_on_connect. */
-    lb_session_connect_failed(s, strerror(errno));
+    lb_session_connect_failed(s, strerror(errno), true);
     return false;
 }
 
@@ -751,7 +816,7 @@ lb_session_on_connect(struct lb_session *s, uint32_t events)
     }
     if (err == 0)
         return;                         /* nothing decided yet */
-    lb_session_connect_failed(s, strerror(err));
+    lb_session_connect_failed(s, strerror(err), true);
     lb_session_connect(s);
 }
 
@@ -826,7 +891,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_pace_unlink(s);
         snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
                  (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg);
+        lb_session_connect_failed(s, msg, false);
         lb_session_connect(s);
         return;
     }
@@ -852,7 +917,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
             return;
         snprintf(msg, sizeof(msg), "timeout after %llu ms",
                  (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg);
+        lb_session_connect_failed(s, msg, true);
         lb_session_connect(s);
         return;
     }
