@@ -142,6 +142,9 @@ struct lb_listen {
     _Atomic uint32_t refs;
     struct conf_addr addr;
     size_t nfds;
+    _Atomic uint32_t nopen;             /* workers' sockets not closed yet,
+                                           retiring ones included (main
+                                           reads it: lb_gen_retires) */
     int fds[];                          /* -1 once closed */
 };
 
@@ -180,6 +183,11 @@ struct lb_gen {
         struct lb_server **slots;
         size_t mask;
     } index;
+    struct lb_listen **gone;            /* addresses dropped by this or an
+                                           earlier generation whose sockets
+                                           a worker may still have open
+                                           (one reference each) */
+    size_t ngone;
 };
 
 /* Health, as the main thread sees it; figures of the whole module. */
