@@ -320,8 +320,8 @@ class ListenerCloseTest(LbTestCase):
         # (above), so the retransmission finds a new socket, well within
         # harness.connect's timeout.
         for i in range(10):
-            self.assertEqual(harness.roundtrip(harness.connect(ports["fe"]), b"new %d" % i),
-                             b"new %d" % i)
+            with harness.connect(ports["fe"]) as c:
+                self.assertEqual(harness.roundtrip(c, b"new %d" % i), b"new %d" % i)
         lb.assert_running()
 
 
