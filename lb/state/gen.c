@@ -150,6 +150,8 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *
         return NULL;
     }
     atomic_init(&l->refs, 1);
+    atomic_init(&l->weak, 1);
+    atomic_init(&l->nopen, 0);
     l->addr = *addr;
     l->nfds = nworkers;
     for (size_t i = 0; i < nworkers; i++)
@@ -182,7 +184,7 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *
         lb_listen_unref(l);
         return NULL;
     }
-    atomic_init(&l->nopen, nworkers);
+    atomic_store(&l->nopen, nworkers);
     return l;
 }
 
@@ -203,6 +205,8 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
         return NULL;
     }
     atomic_init(&l->refs, 1);
+    atomic_init(&l->weak, 1);
+    atomic_init(&l->nopen, 0);
     memcpy(&l->addr.ss, &ss, len);
     l->addr.len = len;
     lb_net_addr_text((const struct sockaddr *)&ss, l->addr.text, sizeof(l->addr.text));
@@ -224,8 +228,18 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
             return NULL;
         }
     }
-    atomic_init(&l->nopen, nworkers);
+    atomic_store(&l->nopen, nworkers);
     return l;
+}
+
+/* A gone list's reference (lb_gen_gone_init) keeps the struct, to read
+ * its address and nopen, but not its sockets: those close with the last
+ * generation that listens on them, as without that list. */
+static void
+lb_listen_weak_unref(struct lb_listen *l)
+{
+    if (atomic_fetch_sub_explicit(&l->weak, 1, memory_order_acq_rel) == 1)
+        free(l);
 }
 
 void
@@ -233,13 +247,15 @@ lb_listen_unref(struct lb_listen *l)
 {
     if (l == NULL || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
         return;
-    /* Workers close their own socket when they stop using the address;
-     * what is left was never handed to a worker. */
+    /* Workers close their own socket when they stop using the address,
+     * before they let go of its generation; what is left was never handed
+     * to a worker. */
     for (size_t i = 0; i < l->nfds; i++) {
         if (l->fds[i] >= 0)
             close(l->fds[i]);
     }
-    free(l);
+    atomic_store_explicit(&l->nopen, 0, memory_order_release);
+    lb_listen_weak_unref(l);
 }
 
 static bool
@@ -292,7 +308,7 @@ lb_gen_gone_init(struct lb_gen *g, const struct lb_gen *old)
         if (lb_gen_has_listen(g, l) ||
             atomic_load_explicit(&l->nopen, memory_order_acquire) == 0)
             continue;
-        atomic_fetch_add(&l->refs, 1);
+        atomic_fetch_add(&l->weak, 1);
         g->gone[n++] = l;
     }
     g->ngone = n;
@@ -409,7 +425,7 @@ lb_gen_free(struct lb_gen *g)
         }
     }
     for (size_t i = 0; i < g->ngone; i++)
-        lb_listen_unref(g->gone[i]);
+        lb_listen_weak_unref(g->gone[i]);
     free(g->gone);
     free(g->pools);
     free(g->frontends);
