@@ -290,6 +290,7 @@ class ListenerCloseTest(LbTestCase):
         echo = self.echo()
         text, ports = self.config(echo, frontends=("kept", "fe"), max_connections=2)
         lb = self.start_lb(text, allowed_errors={"reload_failed"})
+        fds_at_start = lb.fd_count()
         held = [harness.connect(ports["kept"]) for _ in range(2)]
         for s in held:
             self.assertEqual(harness.roundtrip(s, b"held"), b"held")
@@ -322,6 +323,10 @@ class ListenerCloseTest(LbTestCase):
         for i in range(10):
             with harness.connect(ports["fe"]) as c:
                 self.assertEqual(harness.roundtrip(c, b"new %d" % i), b"new %d" % i)
+        # The closing sockets are closed, each once: as many descriptors as
+        # at the start (one socket per worker on each address).
+        wait_for(lambda: lb.fd_count() == fds_at_start, harness.IO_TIMEOUT,
+                 lambda: f"lb's descriptors back to {fds_at_start} (now {lb.fd_count()})")
         lb.assert_running()
 
 
