@@ -58,6 +58,9 @@ struct lb_listener {
                                            (no reference of its own), one
                                            reference once retiring */
     struct lb_listen *listen;           /* NULL once closed or taken over */
+    struct lb_listen *retiring_of;      /* retiring: the set its socket
+                                           counts in (nopen), alive through
+                                           gen */
     int fd;
     struct event *ev;
     struct lb_listener *next;           /* the retiring list */
@@ -361,6 +364,7 @@ lb_worker_retired_close(struct lb_worker *w, struct lb_listener *r)
     if (r->ev != NULL)
         event_free(r->ev);
     close(r->fd);
+    atomic_fetch_sub_explicit(&r->retiring_of->nopen, 1, memory_order_release);
     lb_gen_unref(r->gen);
     free(r);
 }
@@ -404,6 +408,7 @@ lb_worker_listener_retire(struct lb_worker *w, struct lb_listener *l)
     r->is_retiring = true;
     r->is_enabled = false;
     r->listen = NULL;
+    r->retiring_of = l->listen;
     r->close_at_ms = lb_mono_ms() + LB_LISTENER_CLOSE_GRACE_MS;
     r->next = w->retiring;
     w->retiring = r;
@@ -426,8 +431,10 @@ lb_worker_listeners_close(struct lb_worker *w, struct lb_listener *ls, size_t n)
             event_free(l->ev);
         l->ev = NULL;
         if (l->listen != NULL && l->listen->fds[w->id] >= 0) {
-            if (w->is_handed_over || w->is_forced || !lb_worker_listener_retire(w, l))
+            if (w->is_handed_over || w->is_forced || !lb_worker_listener_retire(w, l)) {
                 close(l->listen->fds[w->id]);
+                atomic_fetch_sub_explicit(&l->listen->nopen, 1, memory_order_release);
+            }
             /* the retiring copy owns the socket now: the listen set never
              * closes it */
             l->listen->fds[w->id] = -1;

@@ -136,7 +136,7 @@ lb_gen_find_backend(const struct lb_gen *old, const char *pool, const struct con
 /* The sockets of an address lb does not listen on yet: one per worker.
  * *in_use is set when another socket holds the address. */
 static struct lb_listen *
-lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
+lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *in_use,
               char *err, size_t errlen)
 {
     struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
@@ -150,6 +150,8 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
         return NULL;
     }
     atomic_init(&l->refs, 1);
+    atomic_init(&l->weak, 1);
+    atomic_init(&l->nopen, 0);
     l->addr = *addr;
     l->nfds = nworkers;
     for (size_t i = 0; i < nworkers; i++)
@@ -165,8 +167,12 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
      * a reload that keeps an address shares its struct lb_listen
      * (lb_gen_frontend_init), and sockets handed over by the process an
      * upgrade replaces are adopted without a probe (lb_listen_adopt):
-     * they are lb's own. */
-    e = lb_net_check_free(sa, addr->len, lerr, sizeof(lerr));
+     * they are lb's own. Nor is an address lb still closes (is_lbs,
+     * lb_gen_retires): the probe would meet lb's own retiring sockets and
+     * refuse a reload that re-adds an address the one before dropped. The
+     * new sockets join their group; a SYN the kernel gives a retiring one
+     * is dropped by its filter and sent again once it closed. */
+    e = is_lbs ? 0 : lb_net_check_free(sa, addr->len, lerr, sizeof(lerr));
     for (size_t i = 0; e == 0 && i < nworkers; i++) {
         l->fds[i] = lb_net_listen(sa, addr->len, true, lerr, sizeof(lerr));
         if (l->fds[i] < 0)
@@ -178,6 +184,7 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool *in_use,
         lb_listen_unref(l);
         return NULL;
     }
+    atomic_store(&l->nopen, nworkers);
     return l;
 }
 
@@ -198,6 +205,8 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
         return NULL;
     }
     atomic_init(&l->refs, 1);
+    atomic_init(&l->weak, 1);
+    atomic_init(&l->nopen, 0);
     memcpy(&l->addr.ss, &ss, len);
     l->addr.len = len;
     lb_net_addr_text((const struct sockaddr *)&ss, l->addr.text, sizeof(l->addr.text));
@@ -219,7 +228,18 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
             return NULL;
         }
     }
+    atomic_store(&l->nopen, nworkers);
     return l;
+}
+
+/* A gone list's reference (lb_gen_gone_init) keeps the struct, to read
+ * its address and nopen, but not its sockets: those close with the last
+ * generation that listens on them, as without that list. */
+static void
+lb_listen_weak_unref(struct lb_listen *l)
+{
+    if (atomic_fetch_sub_explicit(&l->weak, 1, memory_order_acq_rel) == 1)
+        free(l);
 }
 
 void
@@ -227,19 +247,72 @@ lb_listen_unref(struct lb_listen *l)
 {
     if (l == NULL || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
         return;
-    /* Workers close their own socket when they stop using the address;
-     * what is left was never handed to a worker. */
+    /* Workers close their own socket when they stop using the address,
+     * before they let go of its generation; what is left was never handed
+     * to a worker. */
     for (size_t i = 0; i < l->nfds; i++) {
         if (l->fds[i] >= 0)
             close(l->fds[i]);
     }
-    free(l);
+    atomic_store_explicit(&l->nopen, 0, memory_order_release);
+    lb_listen_weak_unref(l);
 }
 
 static bool
 lb_addr_equal(const struct conf_addr *a, const struct conf_addr *b)
 {
     return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
+}
+
+/* Whether a worker may still have a socket open on addr that an earlier
+ * generation dropped: still accepting (it has not switched yet) or
+ * retiring (lb_worker_listener_retire). */
+static bool
+lb_gen_retires(const struct lb_gen *old, const struct conf_addr *addr)
+{
+    for (size_t i = 0; old != NULL && i < old->ngone; i++) {
+        if (lb_addr_equal(&old->gone[i]->addr, addr) &&
+            atomic_load_explicit(&old->gone[i]->nopen, memory_order_acquire) > 0)
+            return true;
+    }
+    return false;
+}
+
+static bool
+lb_gen_has_listen(const struct lb_gen *g, const struct lb_listen *l)
+{
+    for (size_t i = 0; i < g->conf->nfrontends; i++) {
+        if (g->frontends[i].listen == l)
+            return true;
+    }
+    return false;
+}
+
+/* g->gone: the sockets of old's addresses that g drops, and those old
+ * still lists that are not closed yet; lb_gen_retires reads it at the next
+ * reload. */
+static int
+lb_gen_gone_init(struct lb_gen *g, const struct lb_gen *old)
+{
+    size_t n = 0;
+
+    if (old == NULL)
+        return 0;
+    g->gone = calloc(old->conf->nfrontends + old->ngone + 1, sizeof(*g->gone));
+    if (g->gone == NULL)
+        return -1;
+    for (size_t i = 0; i < old->conf->nfrontends + old->ngone; i++) {
+        struct lb_listen *l = i < old->conf->nfrontends ? old->frontends[i].listen
+                                                        : old->gone[i - old->conf->nfrontends];
+
+        if (lb_gen_has_listen(g, l) ||
+            atomic_load_explicit(&l->nopen, memory_order_acquire) == 0)
+            continue;
+        atomic_fetch_add(&l->weak, 1);
+        g->gone[n++] = l;
+    }
+    g->ngone = n;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -351,6 +424,9 @@ lb_gen_free(struct lb_gen *g)
                 free(g->frontends[i].stats);
         }
     }
+    for (size_t i = 0; i < g->ngone; i++)
+        lb_listen_weak_unref(g->gone[i]);
+    free(g->gone);
     free(g->pools);
     free(g->frontends);
     free(g->servers);
@@ -398,7 +474,8 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
         char lerr[448];     /* "listen on ADDR: ERROR" */
         bool in_use;
 
-        fe->listen = lb_listen_new(&cf->listen, nworkers, &in_use, lerr, sizeof(lerr));
+        fe->listen = lb_listen_new(&cf->listen, nworkers, lb_gen_retires(old, &cf->listen),
+                                   &in_use, lerr, sizeof(lerr));
         if (fe->listen == NULL && in_use) {
             snprintf(err, errlen, "%s:%d: %s is already in use", g->conf->file,
                      cf->listen_line, cf->listen.text);
@@ -455,6 +532,8 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const 
                                  nworkers, err, errlen) == -1)
             goto fail;
     }
+    if (lb_gen_gone_init(g, old) == -1)
+        goto oom;
     return g;
 oom:
     snprintf(err, errlen, "out of memory");

@@ -139,9 +139,16 @@ struct lb_pool {
  * address never closes it. Worker i owns fds[i] once it uses the address,
  * and closes it itself when it moves to a generation without it. */
 struct lb_listen {
-    _Atomic uint32_t refs;
+    _Atomic uint32_t refs;              /* the generations that listen on it
+                                           (and the hand-over's list) */
+    _Atomic uint32_t weak;              /* keeps only the struct: the gone
+                                           lists of generations, plus one
+                                           for all of refs */
     struct conf_addr addr;
     size_t nfds;
+    _Atomic uint32_t nopen;             /* its sockets not closed yet,
+                                           retiring ones included (main
+                                           reads it: lb_gen_retires) */
     int fds[];                          /* -1 once closed */
 };
 
@@ -180,6 +187,11 @@ struct lb_gen {
         struct lb_server **slots;
         size_t mask;
     } index;
+    struct lb_listen **gone;            /* addresses dropped by this or an
+                                           earlier generation whose sockets
+                                           were not all closed yet (one weak
+                                           reference each) */
+    size_t ngone;
 };
 
 /* Health, as the main thread sees it; figures of the whole module. */

@@ -282,6 +282,53 @@ class ListenerCloseTest(LbTestCase):
         lb = self._queued_at_cap(drop)
         lb.assert_running()
 
+    def test_reload_readds_address_while_it_closes(self):
+        """A reload drops fe's address while its listener waits at the cap
+        with a client queued; the next reload adds it back at once. lb's
+        own closing socket must not count as the address being in use:
+        that reload succeeds, and new clients on the address are served."""
+        echo = self.echo()
+        text, ports = self.config(echo, frontends=("kept", "fe"), max_connections=2)
+        lb = self.start_lb(text, allowed_errors={"reload_failed"})
+        fds_at_start = lb.fd_count()
+        held = [harness.connect(ports["kept"]) for _ in range(2)]
+        for s in held:
+            self.assertEqual(harness.roundtrip(s, b"held"), b"held")
+        wait_for(lambda: echo.active == 2, harness.IO_TIMEOUT, "two held connections")
+        queued = connect_queued(ports["fe"], 1)
+        lb.wait_event("max_connections_reached")
+
+        def reload(new_text, n):
+            with open(lb.config_path, "w") as f:
+                f.write(new_text)
+            lb.send_signal(signal.SIGHUP)
+            wait_for(lambda: len(lb.events("reload")) >= n or lb.events("reload_failed"),
+                     harness.IO_TIMEOUT, f"reload {n} to end")
+            self.assertEqual([ev.get("error") for ev in lb.events("reload_failed")], [],
+                             f"reload {n} failed")
+
+        reload(text.split("[frontend fe]")[0] + "[pool p]" + text.split("[pool p]")[1], 1)
+        # The listener is closing (no new handshake) but still open: the
+        # queued client waits for a slot.
+        wait_for(lambda: not takes_handshakes(ports["fe"]), harness.IO_TIMEOUT,
+                 "the listener to stop taking new connections")
+        reload(text, 2)
+        for s in held:
+            s.close()
+        self.assertEqual(serve_all(queued), [], "the queued client not served (index, why)")
+        # A SYN the kernel hands to the closing socket is dropped and sent
+        # again 1 s later; that socket closes once its queue is served
+        # (above), so the retransmission finds a new socket, well within
+        # harness.connect's timeout.
+        for i in range(10):
+            with harness.connect(ports["fe"]) as c:
+                self.assertEqual(harness.roundtrip(c, b"new %d" % i), b"new %d" % i)
+        # The closing sockets are closed, each once: as many descriptors as
+        # at the start (one socket per worker on each address).
+        wait_for(lambda: lb.fd_count() == fds_at_start, harness.IO_TIMEOUT,
+                 lambda: f"lb's descriptors back to {fds_at_start} (now {lb.fd_count()})")
+        lb.assert_running()
+
 
 if __name__ == "__main__":
     harness.main()
