@@ -198,33 +198,26 @@ class ListenerCloseTest(LbTestCase):
         self.assertGreater(served, 50, f"{what}: too few clients before the close")
         self.assertGreater(refused, 0, f"{what}: no client came after the close")
 
-    def test_sigint_loop(self):
+    def loop_through_signal(self, sig, what, **config):
+        """A client loop runs while sig makes lb close its listener."""
         echo = self.echo()
-        text, ports = self.config(echo)
+        text, ports = self.config(echo, **config)
         lb = self.start_lb(text)
-        port = ports["fe"]
         result = []
-        th = self.client_loop(port, result)
+        th = self.client_loop(ports["fe"], result)
         wait_for(lambda: echo.accepted >= 200, harness.IO_TIMEOUT, "clients before the close")
-        lb.send_signal(signal.SIGINT)
+        lb.send_signal(sig)
         th.join(LOOP_S + CONNECT_TIMEOUT_S + harness.IO_TIMEOUT)
         self.assertFalse(th.is_alive(), "the client loop did not end")
-        self.assertServedThroughClose(result[0], "SIGINT")
+        self.assertServedThroughClose(result[0], what)
         self.assertEqual(lb.wait_exit(), 0)
 
+    def test_sigint_loop(self):
+        self.loop_through_signal(signal.SIGINT, "SIGINT")
+
     def test_sigterm_withdraw_loop(self):
-        echo = self.echo()
-        text, ports = self.config(echo, withdraw_delay="300ms")
-        lb = self.start_lb(text)
-        port = ports["fe"]
-        result = []
-        th = self.client_loop(port, result)
-        wait_for(lambda: echo.accepted >= 200, harness.IO_TIMEOUT, "clients before the close")
-        lb.send_signal(signal.SIGTERM)
-        th.join(LOOP_S + CONNECT_TIMEOUT_S + harness.IO_TIMEOUT)
-        self.assertFalse(th.is_alive(), "the client loop did not end")
-        self.assertServedThroughClose(result[0], "SIGTERM after withdraw_delay")
-        self.assertEqual(lb.wait_exit(), 0)
+        self.loop_through_signal(signal.SIGTERM, "SIGTERM after withdraw_delay",
+                                 withdraw_delay="300ms")
 
     def test_reload_drops_address_loop(self):
         echo = self.echo()
