@@ -33,6 +33,34 @@ enum conf_discover {
     CONF_DISCOVER_DNS_A,            /* A/AAAA of discover_name, discover_port */
 };
 
+/* The PROXY protocol (HAProxy's proxy-protocol.txt): which version a pool
+ * sends its servers (off, v1, v2) and which a frontend accepts from the
+ * balancer in front of it (any: either, told apart by the first bytes). */
+enum conf_proxy {
+    CONF_PROXY_OFF = 0,
+    CONF_PROXY_V1,
+    CONF_PROXY_V2,
+    CONF_PROXY_ANY,                 /* accept_proxy only */
+};
+
+/* An address block of allow, deny or accept_proxy_from: "10.0.0.0/8",
+ * "2001:db8::/32", or one address ("192.0.2.7" is /32, "::1" /128). Host
+ * bits past the prefix are refused at parse time, so addr is the
+ * network's first address. family is AF_INET or AF_INET6. */
+struct conf_cidr {
+    uint8_t family;
+    uint8_t prefix;                 /* 0..32 or 0..128 */
+    uint8_t addr[16];               /* network order; IPv4 in the first 4 */
+};
+/* A list of them, as written (comma-separated, one key per list). Longer
+ * lists are a firewall's job (nftables sets): README, "Client addresses
+ * and access control". */
+#define CONF_CIDRS_MAX 64
+struct conf_cidrs {
+    size_t n;
+    struct conf_cidr v[CONF_CIDRS_MAX];
+};
+
 /* Who put a server in its pool (shown in /stats as "source"). */
 enum conf_source {
     CONF_SOURCE_CONFIG = 0,         /* a server line of the file */
@@ -146,6 +174,8 @@ struct conf_server {
     struct conf_addr addr;
     uint32_t weight;
     uint32_t max_connections;       /* 0 = no cap */
+    enum conf_proxy send_proxy;     /* its send_proxy= option, else the
+                                       pool's (resolved by the parser) */
     int line;                       /* 0 for a server not from the file */
     enum conf_source source;
 };
@@ -162,6 +192,7 @@ struct conf_pool {
     uint32_t queue_max;             /* 0 = bounded by max_connections only */
     uint64_t queue_timeout_ms;
     enum conf_splice splice;
+    enum conf_proxy send_proxy;     /* off, v1, v2: the servers' default */
 
     /* discovery: more servers from DNS (see discover/discover.h) */
     enum conf_discover discover;
@@ -192,6 +223,10 @@ struct conf_pool {
     char *check_user;               /* mysql, pgsql: "" = no login step */
     char *check_database;           /* pgsql: "" = the user's name */
     enum conf_role check_role;      /* mysql, redis */
+    bool check_send_proxy;          /* a PROXY header (v1 UNKNOWN, v2
+                                       LOCAL) opens every check connection,
+                                       in the server's send_proxy version
+                                       (v1 when that is off) */
 
     /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;
@@ -207,6 +242,20 @@ struct conf_frontend {
                                        error points */
     char *pool_name;
     size_t pool_index;              /* into conf.pools, resolved by conf_load */
+
+    /* a PROXY header from the balancer in front (accept_proxy_from only) */
+    enum conf_proxy accept_proxy;
+    struct conf_cidrs accept_proxy_from;    /* required unless accept_proxy
+                                               is off */
+    uint64_t accept_proxy_timeout_ms;
+
+    /* who may connect: the client's address (the header's, after one) */
+    struct conf_cidrs allow;        /* n 0: anyone not denied */
+    struct conf_cidrs deny;         /* wins over allow */
+    uint32_t max_connections_per_source;    /* 0 = no cap */
+    uint32_t rate_per_source;       /* new connections per second, 0 = any */
+    uint32_t source_table_size;     /* addresses the two limits track */
+    uint32_t source_ipv6_prefix;    /* IPv6 sources are grouped by it */
 };
 
 struct conf {
@@ -264,5 +313,6 @@ const char *conf_log_level_name(enum conf_log_level l);
 const char *conf_check_name(enum conf_check c);
 const char *conf_role_name(enum conf_role r);
 const char *conf_source_name(enum conf_source s);
+const char *conf_proxy_name(enum conf_proxy p);
 
 #endif /* CONF_H */

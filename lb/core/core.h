@@ -142,6 +142,73 @@ int lb_net_notify(const char *state);
  * where libevent handles them, takes them. */
 void lb_signals_block(sigset_t *old);
 
+/* -------------------------------------------------------------- proxy.c
+ * The PROXY protocol, v1 (a text line) and v2 (binary), as HAProxy's
+ * doc/proxy-protocol.txt defines it: written in front of what lb sends a
+ * server, read in front of what a balancer before lb sends it. Pure: no
+ * sockets, no state, any thread. */
+
+/* What a received header may take: v1's longest line is 107 bytes; v2 is
+ * 16 bytes and its TLVs, which balancers keep small (HAProxy's own cap is
+ * its buffer). Longer is LB_PROXY_TOO_LONG. */
+#define LB_PROXY_V1_MAX 107
+#define LB_PROXY_HEADER_MAX 1024
+
+/* Why a received header was refused: the reason= of event=proxy_header_bad
+ * and the label of lb_frontend_proxy_header_bad_total. The parser returns
+ * the first four; the session adds the last two. */
+enum lb_proxy_bad {
+    LB_PROXY_NOT_PROXY = 0,         /* neither signature */
+    LB_PROXY_MALFORMED,             /* a signature, then bytes that are not
+                                       a header */
+    LB_PROXY_WRONG_VERSION,         /* v1 where only v2 is accepted, or the
+                                       other way, or v2's version is not 2 */
+    LB_PROXY_TOO_LONG,              /* over LB_PROXY_V1_MAX/_HEADER_MAX */
+    LB_PROXY_TIMEOUT,               /* not complete within accept_proxy_timeout */
+    LB_PROXY_CLOSED,                /* the client closed or reset first */
+    LB_PROXY_BADS
+};
+const char *lb_proxy_bad_name(enum lb_proxy_bad b);   /* "not_proxy", ... */
+
+/* A received header's addresses. is_local: LOCAL (v2), UNKNOWN (v1), or a
+ * family lb does not take an address from (v2 AF_UNSPEC, AF_UNIX): the
+ * connection's own peer is the client. Otherwise src and dst are AF_INET
+ * or AF_INET6 sockaddrs with their ports. */
+struct lb_proxy_addrs {
+    bool is_local;
+    struct sockaddr_storage src, dst;
+};
+
+/* Reads a header from the first len bytes a client sent (any prefix of
+ * them: a header may come in many reads), taking the versions accept says
+ * (V1, V2 or ANY). Returns the header's length (> 0) with *out filled and
+ * the rest of buf the client's own bytes; 0 when the bytes so far are a
+ * prefix of a header that may still be valid; -1 with *bad set when no
+ * more bytes can make it one. Fed any prefix of an input it answers 0 or
+ * the same as for the whole (tests/fuzz/fuzz_proxy.c checks it). */
+int lb_proxy_parse(const uint8_t *buf, size_t len, enum conf_proxy accept,
+                   struct lb_proxy_addrs *out, enum lb_proxy_bad *bad);
+
+/* The extras v2 carries (PP2_TYPE_UNIQUE_ID, PP2_TYPE_AUTHORITY); NULL
+ * or "" for none. v1 has no room for them. */
+struct lb_proxy_tlvs {
+    const char *unique_id;
+    const char *authority;          /* the client's SNI */
+};
+
+/* The longest header lb_proxy_build writes: v2 with both TLVs at their
+ * longest (a unique id of 128 bytes, a DNS name of 255). */
+#define LB_PROXY_BUILD_MAX 512
+
+/* Writes the header for a connection from src to dst in version v (V1 or
+ * V2) into buf (LB_PROXY_BUILD_MAX bytes) and returns its length. src and
+ * dst NULL: the connection is lb's own (a health check): v1 "PROXY
+ * UNKNOWN", v2 LOCAL. Addresses of two families (an IPv4 client on an
+ * IPv6 socket) are written both as IPv6, IPv4-mapped; v1 UNKNOWN when
+ * that cannot be done. */
+size_t lb_proxy_build(uint8_t *buf, enum conf_proxy v, const struct sockaddr *src,
+                      const struct sockaddr *dst, const struct lb_proxy_tlvs *tlvs);
+
 /* --------------------------------------------------------------- text.c */
 
 /* A text built line by line (under a lock) and written or sent after it.

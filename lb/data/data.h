@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "conf.h"
+
 struct lb_daemon;
 struct lb_frontend;
 struct lb_gen;
@@ -179,6 +181,66 @@ void lb_queue_kick(struct lb_queue *q);
 int lb_retry_pick(struct lb_pool *p, struct bal_cursor *c, uint64_t client_hash,
                   const uint32_t *tried, uint32_t ntried, uint32_t nagain, bool is_paused,
                   bool *is_again, uint32_t *pause_ms);
+
+/* ------------------------------------------------------------ access.c
+ * Who may connect to a frontend: its allow and deny lists, and the
+ * per-source limits (max_connections_per_source, rate_per_source) kept in
+ * a bounded table of source addresses that the frontend's workers share.
+ * The table lives as long as the frontend's name (it hangs off struct
+ * lb_fe_stats), so a reload keeps its counts while the new limits apply to
+ * the next connection at once. */
+
+enum lb_deny_reason {
+    LB_DENY_NONE = 0,
+    LB_DENY_ACL,                    /* deny matched, or allow did not */
+    LB_DENY_PER_SOURCE,             /* max_connections_per_source open */
+    LB_DENY_RATE,                   /* rate_per_source in the last second */
+    LB_DENY_REASONS
+};
+const char *lb_deny_reason_name(enum lb_deny_reason r);  /* "acl", ... */
+
+/* Whether sa (AF_INET or AF_INET6; an IPv4-mapped IPv6 address counts as
+ * its IPv4 address) is inside one of l's blocks. */
+bool lb_cidrs_match(const struct conf_cidrs *l, const struct sockaddr *sa);
+
+/* The frontend's allow and deny lists, for sa: LB_DENY_NONE or _ACL. */
+enum lb_deny_reason lb_access_acl(const struct conf_frontend *fc, const struct sockaddr *sa);
+
+struct lb_sources;
+
+/* A connection's place in the table, to give back when it closes. */
+struct lb_source_ref {
+    uint32_t slot;                  /* LB_SOURCE_UNTRACKED: not counted */
+};
+#define LB_SOURCE_UNTRACKED UINT32_MAX
+
+/* A table of at most size sources, NULL when out of memory. Its memory
+ * grows with the sources seen, up to size entries (README, "Client
+ * addresses and access control"), and stays there. */
+struct lb_sources *lb_sources_new(uint32_t size);
+void lb_sources_free(struct lb_sources *t);
+/* A reload's new source_table_size: the least recently seen sources with
+ * no connection open go when it shrinks. */
+void lb_sources_resize(struct lb_sources *t, uint32_t size);
+
+/* A new connection from sa under fc's limits, at now_ms: LB_DENY_NONE and
+ * *ref (the caller gives it back with lb_sources_leave), or the limit it
+ * hit (nothing to give back). Sources are IPv4 addresses and IPv6 prefixes
+ * of fc->source_ipv6_prefix bits. When every entry holds open
+ * connections, a new source is let in untracked (its ref says so) rather
+ * than refused: the table bounds memory, never who may connect. Any
+ * worker. */
+enum lb_deny_reason lb_sources_enter(struct lb_sources *t, const struct conf_frontend *fc,
+                                     const struct sockaddr *sa, uint64_t now_ms,
+                                     struct lb_source_ref *ref);
+void lb_sources_leave(struct lb_sources *t, struct lb_source_ref *ref);
+
+/* For /stats and /metrics. */
+struct lb_sources_stats {
+    uint64_t entries, size, bytes;  /* in use, capacity, memory held */
+    uint64_t evictions, untracked;
+};
+void lb_sources_stats(struct lb_sources *t, struct lb_sources_stats *out);
 
 /* ------------------------------------------------------------ session.c */
 
