@@ -463,22 +463,19 @@ conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
 /* What a list of blocks looks like, for the messages. */
 #define CONF_CIDRS_EXPECTED "(expected addresses or ADDR/PREFIX blocks, e.g. " \
                             "10.0.0.0/8, 2001:db8::/32, 192.0.2.7)"
-/* The longest item: an IPv6 address at its longest text and "/128". */
-#define CONF_CIDR_TEXT_MAX (INET6_ADDRSTRLEN + 4)
-
 /* One item of a list of blocks, already trimmed: n bytes at s. */
 static int
 conf_cidr_item(const char *s, size_t n, struct conf_cidr *out, char *err,
                size_t errlen)
 {
-    char buf[CONF_CIDR_TEXT_MAX + 1], net[INET6_ADDRSTRLEN];
+    char buf[INET6_ADDRSTRLEN], net[INET6_ADDRSTRLEN];
     const char *slash = memchr(s, '/', n);
     size_t alen = slash != NULL ? (size_t)(slash - s) : n;
     unsigned char addr[16] = { 0 }, masked[16] = { 0 };
     int family, bits;
     uint64_t prefix;
 
-    if (n > CONF_CIDR_TEXT_MAX || alen == 0) {
+    if (alen >= sizeof(buf) || alen == 0) {     /* longer than any address */
         snprintf(err, errlen, "\"%.*s\" is not an IPv4 or IPv6 address (write ADDR "
                  "or ADDR/PREFIX, e.g. 192.0.2.7 or 10.0.0.0/8; names are not "
                  "looked up)", (int)n, s);
