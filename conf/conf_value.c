@@ -463,6 +463,7 @@ conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
 /* What a list of blocks looks like, for the messages. */
 #define CONF_CIDRS_EXPECTED "(expected addresses or ADDR/PREFIX blocks, e.g. " \
                             "10.0.0.0/8, 2001:db8::/32, 192.0.2.7)"
+
 /* One item of a list of blocks, already trimmed: n bytes at s. */
 static int
 conf_cidr_item(const char *s, size_t n, struct conf_cidr *out, char *err,
@@ -560,8 +561,8 @@ conf_parse_cidrs(const char *s, struct conf_cidrs *out, char *err,
             return -1;
         l.n++;
     }
-    /* Only the blocks read: the rest of v stays as it was, zero in a
-     * struct conf (calloc'd), so that copies compare equal. */
+    /* The unused entries zeroed: two equal lists are then equal bytes
+     * (memcmp), whatever a list held before. */
     out->n = l.n;
     memcpy(out->v, l.v, l.n * sizeof(l.v[0]));
     memset(out->v + l.n, 0, (CONF_CIDRS_MAX - l.n) * sizeof(l.v[0]));
