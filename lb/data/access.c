@@ -18,6 +18,7 @@
  * the whole table instead of per shard.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -690,6 +691,75 @@ lb_sources_leave(struct lb_sources *t, struct lb_source_ref *ref)
         }
     }
     pthread_mutex_unlock(&t->lock);
+}
+
+int
+lb_sources_check(struct lb_sources *t, char *err, size_t errlen)
+{
+    uint32_t live = 0, idle = 0, in_lru = 0, in_free = 0, in_chains = 0;
+    int rc = -1;
+
+    pthread_mutex_lock(&t->lock);
+    if (t->used > t->alloc || t->alloc > t->nbuckets ||
+        (t->nbuckets & (t->nbuckets - 1)) != 0) {
+        snprintf(err, errlen, "used %u, alloc %u, buckets %u", t->used, t->alloc, t->nbuckets);
+        goto out;
+    }
+    for (uint32_t s = 0; s < t->used; s++) {
+        const struct lb_source *e = &t->e[s];
+        if (e->hnext == LB_SLOT_FREE)
+            continue;
+        live++;
+        if (e->open == 0) {
+            idle++;
+            if (s >= t->size) {
+                snprintf(err, errlen, "idle entry %u past the size %u", s, t->size);
+                goto out;
+            }
+        }
+        if (lb_sources_find(t, e->key, lb_sources_hash(t, e->key)) != s) {
+            snprintf(err, errlen, "entry %u not found by its key", s);
+            goto out;
+        }
+    }
+    for (uint32_t b = 0; b < t->nbuckets; b++)
+        for (uint32_t s = t->buckets[b]; s != LB_SLOT_NIL && in_chains <= t->used;
+             s = t->e[s].hnext)
+            in_chains++;
+    uint32_t prev = LB_SLOT_NIL;
+    for (uint32_t s = t->lru_head; s != LB_SLOT_NIL && in_lru <= t->used; s = t->e[s].lru_next) {
+        if (t->e[s].hnext == LB_SLOT_FREE || t->e[s].open != 0 || t->e[s].lru_prev != prev) {
+            snprintf(err, errlen, "LRU entry %u: free, open or mislinked", s);
+            goto out;
+        }
+        prev = s;
+        in_lru++;
+    }
+    if (prev != t->lru_tail) {
+        snprintf(err, errlen, "LRU tail %u, last %u", t->lru_tail, prev);
+        goto out;
+    }
+    for (uint32_t s = t->free_head; s != LB_SLOT_NIL && in_free <= t->used; s = t->e[s].lru_next) {
+        if (s >= t->used || s >= t->size || t->e[s].hnext != LB_SLOT_FREE) {
+            snprintf(err, errlen, "free list slot %u: past used or the size, or in use", s);
+            goto out;
+        }
+        in_free++;
+    }
+    uint32_t below = t->used < t->size ? t->used : t->size;
+    uint32_t live_below = 0;
+    for (uint32_t s = 0; s < below; s++)
+        live_below += t->e[s].hnext != LB_SLOT_FREE;
+    if (live != t->n || in_chains != live || in_lru != idle || in_free != below - live_below) {
+        snprintf(err, errlen, "n %u: %u live, %u chained; %u idle, %u in the LRU; "
+                 "%u free below the size, %u on the free list", t->n, live, in_chains, idle,
+                 in_lru, below - live_below, in_free);
+        goto out;
+    }
+    rc = 0;
+out:
+    pthread_mutex_unlock(&t->lock);
+    return rc;
 }
 
 void

@@ -242,6 +242,11 @@ struct lb_sources_stats {
 };
 void lb_sources_stats(struct lb_sources *t, struct lb_sources_stats *out);
 
+/* For the unit tests: 0 when the table's counts, hash chains, LRU list
+ * (exactly the entries with no connection open) and free list agree; -1
+ * and what disagrees in err. O(size), under the table's lock. */
+int lb_sources_check(struct lb_sources *t, char *err, size_t errlen);
+
 /* ------------------------------------------------------------ session.c */
 
 #define LB_BUF_SIZE (64 * 1024)

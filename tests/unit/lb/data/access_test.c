@@ -54,6 +54,16 @@ addr_n(uint32_t i)
 
 #define SA(ss) ((const struct sockaddr *)&(ss))
 
+/* The table's lists agree with its counts. */
+#define CHECK_TABLE(t)                                                      \
+    do {                                                                    \
+        char check_err_[200];                                               \
+        if (lb_sources_check((t), check_err_, sizeof(check_err_)) != 0) {   \
+            fprintf(stderr, "%s:%d: table: %s\n", __FILE__, __LINE__, check_err_); \
+            check_failures++;                                               \
+        }                                                                   \
+    } while (0)
+
 /* Adds "ADDR/PREFIX" to l, as the parser would. */
 static void
 cidr_add(struct conf_cidrs *l, const char *text)
@@ -215,10 +225,12 @@ test_per_source(void)
         lb_sources_leave(t, &b[i]);
     }
     struct lb_sources_stats st;
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 2);
     CHECK_EQ_INT(st.size, 64);
     CHECK_EQ_INT(st.untracked, 0);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -254,6 +266,7 @@ test_ipv6_prefix(void)
     CHECK_EQ_INT(lb_sources_enter(t, &fc, SA(g), 0, &r3), LB_DENY_NONE);
     lb_sources_leave(t, &r1);
     lb_sources_leave(t, &r3);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -335,6 +348,7 @@ test_rate(void)
     CHECK_EQ_INT(lb_sources_enter(t, &fc, SA(sb), 20000, &r), LB_DENY_NONE);
     CHECK_EQ_INT(lb_sources_enter(t, &fc, SA(sb), 20000, &r2), LB_DENY_PER_SOURCE);
     lb_sources_leave(t, &r);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -373,6 +387,7 @@ test_eviction(void)
      * evicted (forgotten) one is let in */
     fc.rate_per_source = 1;
     touch(t, &fc, 1, 8, 0);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 8);
     CHECK_EQ_INT(st.evictions, 0);
@@ -383,6 +398,7 @@ test_eviction(void)
     CHECK_EQ_INT(try1(t, &fc, 1, 0), LB_DENY_NONE);     /* forgotten; evicts 3 */
     CHECK_EQ_INT(try1(t, &fc, 2, 0), LB_DENY_RATE);     /* still there */
     CHECK_EQ_INT(try1(t, &fc, 3, 0), LB_DENY_NONE);     /* was evicted */
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 8);
     CHECK_EQ_INT(st.evictions, 3);
@@ -398,10 +414,12 @@ test_eviction(void)
 
     /* memory flat: 10 x size distinct sources hold what size did */
     touch(t, &fc, 2000, 80, 9000);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 8);
     CHECK_EQ_INT(st.bytes, bytes_at_size);
     CHECK_EQ_INT(st.untracked, 0);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 
     /* an idle entry with no rate left goes before one seen recently */
@@ -417,6 +435,7 @@ test_eviction(void)
     lb_sources_leave(t, &ro);
     CHECK_EQ_INT(try1(t, &fc, 4, 5000), LB_DENY_NONE);  /* evicts 1, keeps 3 */
     CHECK_EQ_INT(try1(t, &fc, 3, 5000), LB_DENY_RATE);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -442,6 +461,7 @@ test_untracked(void)
     CHECK_EQ_INT(r2.slot, LB_SOURCE_UNTRACKED);
     lb_sources_leave(t, &r);
     lb_sources_leave(t, &r2);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.untracked, 2);
     CHECK_EQ_INT(st.entries, 4);
@@ -464,6 +484,7 @@ test_untracked(void)
     CHECK_EQ_INT(lb_sources_enter(z, &fc, SA(s0), 0, &r2), LB_DENY_NONE);
     lb_sources_leave(z, &r);
     lb_sources_leave(z, &r2);
+    CHECK_TABLE(z);
     lb_sources_free(z);
 
     /* a family with no address is let in, uncounted */
@@ -471,6 +492,7 @@ test_untracked(void)
     u.ss_family = AF_UNIX;
     CHECK_EQ_INT(lb_sources_enter(t, &fc, SA(u), 0, &r), LB_DENY_NONE);
     CHECK_EQ_INT(r.slot, LB_SOURCE_UNTRACKED);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -485,12 +507,15 @@ test_resize(void)
     struct lb_sources *ref4 = lb_sources_new(4);
     fc.rate_per_source = 1;
     touch(ref4, &fc, 1, 4, 0);
+    CHECK_TABLE(ref4);
     lb_sources_stats(ref4, &st4);
+    CHECK_TABLE(ref4);
     lb_sources_free(ref4);
 
     /* shrink with every entry idle: the 4 most recent stay */
     touch(t, &fc, 1, 64, 0);
     lb_sources_resize(t, 4);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 4);
     CHECK_EQ_INT(st.size, 4);
@@ -499,12 +524,14 @@ test_resize(void)
     for (uint32_t i = 61; i <= 64; i++)
         CHECK_EQ_INT(try1(t, &fc, i, 0), LB_DENY_RATE);    /* kept, moved */
     CHECK_EQ_INT(try1(t, &fc, 60, 0), LB_DENY_NONE);        /* evicted */
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 4);
 
     /* grow: the table takes more sources as they come */
     lb_sources_resize(t, 32);
     touch(t, &fc, 100, 32, 0);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 32);
     CHECK(st.bytes > st4.bytes);
@@ -517,6 +544,7 @@ test_resize(void)
         CHECK_EQ_INT(lb_sources_enter(t, &fc, SA(sa), 3000, &held[i]), LB_DENY_NONE);
     }
     lb_sources_resize(t, 4);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 8);
     for (uint32_t i = 0; i < 8; i++)
@@ -528,11 +556,13 @@ test_resize(void)
     CHECK_EQ_INT(r.slot, LB_SOURCE_UNTRACKED);
     for (uint32_t i = 0; i < 8; i++)
         lb_sources_leave(t, &held[i]);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 4);
     CHECK_EQ_INT(st.bytes, st4.bytes);      /* back to a table of 4 */
     /* and it works on: the four last to close are tracked, others come in */
     touch(t, &fc, 400, 40, 3000);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 4);
     CHECK_EQ_INT(st.bytes, st4.bytes);
@@ -540,13 +570,16 @@ test_resize(void)
 
     /* shrink to 0 and back */
     lb_sources_resize(t, 0);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 0);
     lb_sources_resize(t, 16);
     touch(t, &fc, 500, 16, 3000);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 16);
     CHECK_EQ_INT(try1(t, &fc, 500, 3000), LB_DENY_RATE);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -580,6 +613,8 @@ thread_run(void *p)
         struct sockaddr_storage sa = addr_n((unsigned)rand_r(&a->seed) % THREAD_SOURCES);
         if (lb_sources_enter(a->t, a->fc, SA(sa), (uint64_t)round, &held[k]) != LB_DENY_NONE)
             a->refused++;
+        if (round % 1000 == 0 && a->seed == 1)
+            CHECK_TABLE(a->t);
         if (round % 5000 == 0 && a->seed % 2 == 0)
             lb_sources_resize(a->t, round % 10000 == 0 ? 40 : 6);
     }
@@ -623,10 +658,12 @@ test_threads(void)
                 lb_sources_leave(t, &r[i]);
     }
     struct lb_sources_stats st;
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK(st.entries <= THREAD_SOURCES);
     fprintf(stderr, "access_test: threads: %llu evictions, %llu untracked\n",
             (unsigned long long)st.evictions, (unsigned long long)st.untracked);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
@@ -651,9 +688,11 @@ test_figures(void)
     fc.rate_per_source = 100;
     fc.max_connections_per_source = 100;
     touch(t, &fc, 0, 10, 0);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     uint64_t bytes10 = st.bytes;
     touch(t, &fc, 0, 65536, 0);
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st);
     CHECK_EQ_INT(st.entries, 65536);
     CHECK(bytes10 < 4096);                  /* grows with the sources seen */
@@ -663,6 +702,7 @@ test_figures(void)
             (unsigned long long)st.bytes, (double)st.bytes / 65536);
     touch(t, &fc, 65536, 10 * 65536, 5000);
     struct lb_sources_stats st2;
+    CHECK_TABLE(t);
     lb_sources_stats(t, &st2);
     CHECK_EQ_INT(st2.bytes, st.bytes);
 
@@ -681,6 +721,7 @@ test_figures(void)
     double dt = now_s() - t0;
     fprintf(stderr, "access_test: enter + leave: %.0f ns a pair (uncontended)\n",
             dt / PAIRS * 1e9);
+    CHECK_TABLE(t);
     lb_sources_free(t);
 }
 
