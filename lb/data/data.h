@@ -233,6 +233,9 @@ void lb_sources_resize(struct lb_sources *t, uint32_t size);
 enum lb_deny_reason lb_sources_enter(struct lb_sources *t, const struct conf_frontend *fc,
                                      const struct sockaddr *sa, uint64_t now_ms,
                                      struct lb_source_ref *ref);
+/* Gives back a connection's ref when it closes, and clears it (a second
+ * leave, or one of an untracked ref, does nothing). O(1): no lookup. Any
+ * worker. */
 void lb_sources_leave(struct lb_sources *t, struct lb_source_ref *ref);
 
 /* For /stats and /metrics. */
