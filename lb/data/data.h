@@ -92,6 +92,7 @@ struct lb_worker {
     bool is_accept_paused_emfile;
     uint64_t turn_since_us;             /* this turn on the CPU began, when
                                            workers outnumber the CPUs */
+    uint64_t session_seq;               /* sessions started: their ids */
 };
 
 /* ------------------------------------------------------------- worker.c */
@@ -265,6 +266,8 @@ struct lb_buf {
  * failure closes it and releases the connection slot. Worker thread. */
 void lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client);
+/* Draws the process's salt of session ids, once, before the workers start. */
+void lb_session_salt_init(void);
 
 /* The worker's io_ev callback: runs the events of the sessions' sockets.
  * Worker thread. */
