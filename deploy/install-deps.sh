@@ -14,14 +14,18 @@
 # package also starts a system service on :9090, which the test does not
 # use), clang and its runtime libraries for
 # the fuzz targets: libFuzzer and the sanitizers are in libclang-rt-14-dev,
-# which clang only recommends). Safe to run again: it calls apt-get only when something is
+# which clang only recommends), haproxy and nginx for the PROXY protocol
+# tests (HAProxy in front of lb, nginx behind it, each started by the test
+# in its own directory; on a machine with systemd the packages also start
+# their system services on :80, which the tests do not use). Safe to run again: it calls apt-get only when something is
 # missing.
 set -euo pipefail
 
 PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
-           keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev)
+           keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev
+           haproxy nginx)
 fi
 
 missing=()
