@@ -737,6 +737,19 @@ lb_pace_of(struct lb_worker *w, uint32_t id)
     return &w->paces[id];
 }
 
+/* s's connect_timeout ran out before its turn came (s is off the pace
+ * list): no SYN went out, so the server is not blamed. */
+static void
+lb_session_wait_expired(struct lb_session *s)
+{
+    char msg[96];
+
+    snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
+             (unsigned long long)s->pool->conf->connect_timeout_ms);
+    lb_session_connect_failed(s, msg, false);
+    lb_session_connect(s);
+}
+
 void
 lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
 {
@@ -762,8 +775,13 @@ lb_session_on_pace(evutil_socket_t fd, short what, void *arg)
              * deleted, down) is not dialled: the slot goes back and s
              * picks again, as after a failed dial, but the server is not
              * blamed. Either way the other servers are tried, which may
-             * grow w->paces: it is looked up again each round. */
-            if (!bal_server_in_rotation(s->pool->bal, s->server->index)) {
+             * grow w->paces: it is looked up again each round. A turn
+             * that comes after s's connect_timeout ran out (its timer
+             * not run yet: a busy loop turn) is that timeout's, not a
+             * dial's. */
+            if (lb_mono_ms() >= s->connect_due_ms) {
+                lb_session_wait_expired(s);
+            } else if (!bal_server_in_rotation(s->pool->bal, s->server->index)) {
                 lb_session_attempt_end(s);
                 lb_session_connect(s);
             } else if (!lb_session_dial(s)) {
@@ -1153,12 +1171,8 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (s->state == LB_SESSION_CONNECTING && s->is_pace_waiting) {
-        /* connect_timeout ran out before its turn came */
         lb_pace_unlink(s);
-        snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
-                 (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg, false);
-        lb_session_connect(s);
+        lb_session_wait_expired(s);
         return;
     }
     if (s->state == LB_SESSION_CONNECTING && s->sfd < 0) {

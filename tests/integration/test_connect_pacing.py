@@ -13,6 +13,7 @@ lb's side (counted as open) were dropped by the servers: those clients'
 bytes waited for retransmissions that found room seconds later, or never.
 """
 
+import threading
 import time
 
 import burst
@@ -75,10 +76,16 @@ def closed_request(port):
 
 
 def run_clients(port, n):
-    """n clients at once, each in its own thread; returns their results."""
+    """n clients at once, each in its own thread; returns their results.
+
+    The threads connect together (a barrier): started one by one on a busy
+    machine, the first connects would time out before the last are made,
+    and those would find the window free instead of full."""
     out = [None] * n
+    together = threading.Barrier(n)
 
     def one(i):
+        together.wait(timeout=10)
         out[i] = closed_request(port)
     threads = [harness.start_thread(one, i, name=f"client{i}") for i in range(n)]
     return threads, out
