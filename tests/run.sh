@@ -83,8 +83,13 @@ fi
 # The short soak (40 s of kills, reloads and admin actions) runs in the
 # ASan build only: what it finds there (a leak, a use after free) it finds
 # with the reports, and the suite stays under 20 minutes on 2 cores.
+# Two tests at a time in each build: the suite mostly waits (for checks to
+# rise and fall, for timeouts, for peers to start), using a quarter of the
+# two CPUs run one at a time, and each test's servers take free ports at
+# random (harness.free_port) and its namespaces unique names. Its bounds
+# hold with a neighbour: they hold under the sanitizers already.
 echo "== tests: optimised build"
-(cd build && ctest --output-on-failure -E '^stress/soak_short$')
+(cd build && ctest -j2 --output-on-failure -E '^stress/soak_short$')
 # The tier tests (network namespaces, keepalived, BIRD) run once, in the
 # optimised build: they test the engines around lb more than its memory.
 # So does test_package: a package is made of the optimised build (in the
@@ -92,7 +97,7 @@ echo "== tests: optimised build"
 # alert rules' and the dashboard's tests: they judge Prometheus's reading of
 # lb's metric names and series, which the ASan build serves alike.
 echo "== tests: ASan + UBSan build"
-(cd build-asan && ctest --output-on-failure \
+(cd build-asan && ctest -j2 --output-on-failure \
      -E '^integration/test_(tier_.*|package|prometheus_rules|grafana_dashboard)$')
 # Each target for LB_FUZZ_SECONDS (8 s), two at a time: a crash, leak,
 # slow input or sanitizer report fails it, and the input is kept under
@@ -101,4 +106,4 @@ echo "== fuzzing (tests/fuzz)"
 (cd build-fuzz && ctest --output-on-failure -L fuzz -j2)
 echo "== tests: TSan build (threaded tests)"
 (cd build-tsan && TSAN_OPTIONS="$TSAN_OPTIONS" "${tsan_run[@]}" \
-     ctest --output-on-failure -R "$TSAN_TESTS" -E "$TSAN_SKIP")
+     ctest -j2 --output-on-failure -R "$TSAN_TESTS" -E "$TSAN_SKIP")
