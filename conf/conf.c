@@ -41,6 +41,7 @@ static int conf_parse_end(struct conf_parse *p, struct conf **out,
 static int conf_read_file(struct conf_parse *p);
 static int conf_check_text(struct conf_parse *p);
 static void conf_merge(struct conf_parse *p);
+static void conf_pool_resolve_servers(struct conf_pool *pool, size_t from);
 static void conf_resolve_workers(struct conf *c);
 static int conf_error_cmp(const void *a, const void *b);
 static char *conf_errors_join(struct conf_parse *p);
@@ -368,7 +369,19 @@ conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
     if (conf_key_set(&keys[kserver], pool, text, 0, err, errlen) != 0)
         return -1;
     pool->servers[pool->nservers - 1].source = source;
+    /* The pool is complete: its send_proxy is known already. */
+    conf_pool_resolve_servers(pool, pool->nservers - 1);
     return 0;
+}
+
+/* Servers from index from on that have no send_proxy= of their own take
+ * the pool's: a struct conf handed out holds each server's own version. */
+static void
+conf_pool_resolve_servers(struct conf_pool *pool, size_t from)
+{
+    for (size_t i = from; i < pool->nservers; i++)
+        if (pool->servers[i].send_proxy == CONF_PROXY_POOL)
+            pool->servers[i].send_proxy = pool->send_proxy;
 }
 
 void
@@ -569,7 +582,10 @@ conf_check_text(struct conf_parse *p)
  * as the whole check's timeout when "timeout check" is not set, so
  * check_interval = 200ms alone gives 200 ms probes, not an error about the
  * 1s default. A check_timeout written in the file is kept as written, and
- * conf_check refuses it when it is longer than the interval. */
+ * conf_check refuses it when it is longer than the interval.
+ *
+ * A server line without send_proxy= takes the pool's, known only now: the
+ * pool's send_proxy line may come after its servers. */
 static void
 conf_merge_pool(struct conf_pool *pool, const struct conf_lines *l)
 {
@@ -579,6 +595,7 @@ conf_merge_pool(struct conf_pool *pool, const struct conf_lines *l)
     if (l->key[ktimeout] == 0 && !l->bad[kinterval] &&
         pool->check_timeout_ms > pool->check_interval_ms)
         pool->check_timeout_ms = pool->check_interval_ms;
+    conf_pool_resolve_servers(pool, 0);
 }
 
 /* Fills in the defaults of every key a section did not set, sections never

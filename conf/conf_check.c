@@ -33,6 +33,8 @@ static void conf_check_required(struct conf_parse *p, int kind,
                                 const char *name,
                                 const struct conf_lines *lines);
 static void conf_check_listen(struct conf_parse *p, size_t i, int line);
+static void conf_check_accept_proxy(struct conf_parse *p, const struct conf_frontend *fe,
+                                    const struct conf_lines *l);
 static void conf_check_frontends(struct conf_parse *p);
 static void conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
                              const char *where, const char *where_name);
@@ -123,6 +125,27 @@ conf_check_listen(struct conf_parse *p, size_t i, int line)
     }
 }
 
+/* A header is read only from the balancers listed: from anyone, a client
+ * could claim any address, and the ACLs and limits would judge the claim.
+ * A list while no header is read is a mistake of one of the two keys. */
+static void
+conf_check_accept_proxy(struct conf_parse *p, const struct conf_frontend *fe,
+                        const struct conf_lines *l)
+{
+    int kaccept = conf_key_find(CONF_SECTION_FRONTEND, "accept_proxy");
+    int kfrom = conf_key_find(CONF_SECTION_FRONTEND, "accept_proxy_from");
+
+    if (l->bad[kaccept] || l->bad[kfrom])
+        return;
+    if (fe->accept_proxy != CONF_PROXY_OFF && fe->accept_proxy_from.n == 0)
+        conf_error(p, l->key[kaccept], "accept_proxy = %s needs accept_proxy_from: the "
+                   "addresses of the balancers allowed to send a PROXY header",
+                   conf_proxy_name(fe->accept_proxy));
+    else if (fe->accept_proxy == CONF_PROXY_OFF && fe->accept_proxy_from.n > 0)
+        conf_error(p, l->key[kfrom], "accept_proxy_from needs accept_proxy = v1, v2 or "
+                   "any (with accept_proxy off, no PROXY header is read)");
+}
+
 static void
 conf_check_frontends(struct conf_parse *p)
 {
@@ -147,6 +170,7 @@ conf_check_frontends(struct conf_parse *p)
         fe->listen_line = l->key[klisten];
         if (l->key[klisten] != 0 && !l->bad[klisten])
             conf_check_listen(p, i, l->key[klisten]);
+        conf_check_accept_proxy(p, fe, l);
         if (fe->pool_name == NULL || l->bad[kpool])
             continue;
         for (j = 0; j < c->npools; j++)

@@ -55,6 +55,12 @@ static int conf_set_hosts(const struct conf_key *k, void *field,
 static int conf_set_addr(const struct conf_key *k, void *field,
                          const char *value, int line, char *err,
                          size_t errlen);
+static int conf_set_cidrs(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen);
+static int conf_set_rate(const struct conf_key *k, void *field,
+                         const char *value, int line, char *err,
+                         size_t errlen);
 
 /* Enum fields are written through an int: the compiler may pick any
  * integer type for an enum, so make sure it picked int's size. */
@@ -65,6 +71,7 @@ _Static_assert(sizeof(enum conf_log_target) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_splice) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_discover) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum conf_role) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum conf_proxy) == sizeof(int), "enum size");
 
 /* Indexed by the enums of conf.h, so their order is the enums' order. */
 static const char *const conf_balance_names[] = {
@@ -88,6 +95,15 @@ static const char *const conf_discover_names[] = {
 static const char *const conf_splice_names[] = {
     "off", "auto", "on", NULL
 };
+/* accept_proxy takes every enum conf_proxy; send_proxy all but "any" (a
+ * server is sent one version; the server option has the same words,
+ * conf_value.c). */
+static const char *const conf_accept_proxy_names[] = {
+    "off", "v1", "v2", "any", NULL
+};
+static const char *const conf_send_proxy_names[] = {
+    "off", "v1", "v2", NULL
+};
 /* Not a key's values: names only (/stats "source"). */
 static const char *const conf_source_names[] = {
     [CONF_SOURCE_CONFIG] = "config", [CONF_SOURCE_DNS] = "dns", [CONF_SOURCE_API] = "api",
@@ -109,6 +125,8 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_SERVER] = conf_set_server,
     [CONF_TYPE_HOSTS] = conf_set_hosts,
     [CONF_TYPE_ADDR] = conf_set_addr,
+    [CONF_TYPE_CIDRS] = conf_set_cidrs,
+    [CONF_TYPE_RATE] = conf_set_rate,
 };
 
 /* Duration bounds in milliseconds. */
@@ -123,6 +141,8 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     { #f, CONF_TYPE_ENUM, offsetof(s, f), def, 0, 0, names, 0 }
 #define CONF_TYPED(s, key, f, type, def, flags) \
     { key, type, offsetof(s, f), def, 0, 0, NULL, flags }
+#define CONF_CIDRS(s, f) \
+    { #f, CONF_TYPE_CIDRS, offsetof(s, f), "", 0, 0, NULL, CONF_KEY_MAY_BE_EMPTY }
 
 static const struct conf_key conf_global_keys[] = {
     CONF_COUNT(struct conf_global, workers, "0", 0, 256),
@@ -158,6 +178,20 @@ static const struct conf_key conf_frontend_keys[] = {
                CONF_KEY_REQUIRED),
     CONF_TYPED(struct conf_frontend, "pool", pool_name, CONF_TYPE_NAME, NULL,
                CONF_KEY_REQUIRED),
+    /* A PROXY header from the balancer in front; accept_proxy_from is
+     * required unless accept_proxy is off (conf_check_frontends). */
+    CONF_ENUM(struct conf_frontend, accept_proxy, "off", conf_accept_proxy_names),
+    CONF_CIDRS(struct conf_frontend, accept_proxy_from),
+    CONF_DURATION(struct conf_frontend, "accept_proxy_timeout", accept_proxy_timeout_ms,
+                  "3s", CONF_MSEC(1), CONF_HOURS(1)),
+    /* Who may connect, and how much. Empty lists: anyone not denied. */
+    CONF_CIDRS(struct conf_frontend, allow),
+    CONF_CIDRS(struct conf_frontend, deny),
+    CONF_COUNT(struct conf_frontend, max_connections_per_source, "0", 0, 1000000),
+    { "rate_per_source", CONF_TYPE_RATE, offsetof(struct conf_frontend, rate_per_source),
+      "0/s", 0, 1000000, NULL, 0 },
+    CONF_COUNT(struct conf_frontend, source_table_size, "65536", 1, 16777216),
+    CONF_COUNT(struct conf_frontend, source_ipv6_prefix, "64", 1, 128),
 };
 
 static const struct conf_key conf_pool_keys[] = {
@@ -173,6 +207,9 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_DURATION(struct conf_pool, "queue_timeout", queue_timeout_ms, "5s",
                   CONF_MSEC(1), CONF_HOURS(1)),
     CONF_ENUM(struct conf_pool, splice, "auto", conf_splice_names),
+    /* The servers' default; a server line's send_proxy= overrides it
+     * (conf_merge_pool resolves the ones without). */
+    CONF_ENUM(struct conf_pool, send_proxy, "off", conf_send_proxy_names),
     CONF_ENUM(struct conf_pool, discover, "none", conf_discover_names),
     CONF_TYPED(struct conf_pool, "discover_name", discover_name, CONF_TYPE_WORD, "", 0),
     CONF_COUNT(struct conf_pool, discover_port, "0", 0, 65535),
@@ -208,6 +245,8 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_TYPED(struct conf_pool, "check_user", check_user, CONF_TYPE_WORD, "", 0),
     CONF_TYPED(struct conf_pool, "check_database", check_database, CONF_TYPE_WORD, "", 0),
     CONF_ENUM(struct conf_pool, check_role, "any", conf_role_names),
+    CONF_TYPED(struct conf_pool, "check_send_proxy", check_send_proxy, CONF_TYPE_BOOL,
+               "off", 0),
     { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
       offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",
@@ -226,6 +265,8 @@ static const struct conf_section_table conf_sections[CONF_SECTION_KINDS] = {
 };
 
 _Static_assert(sizeof(conf_pool_keys) / sizeof(conf_pool_keys[0]) <=
+               CONF_KEYS_MAX, "raise CONF_KEYS_MAX");
+_Static_assert(sizeof(conf_frontend_keys) / sizeof(conf_frontend_keys[0]) <=
                CONF_KEYS_MAX, "raise CONF_KEYS_MAX");
 
 const char *
@@ -463,6 +504,39 @@ conf_set_server(const struct conf_key *k, void *field, const char *value,
     return 0;
 }
 
+/* Empty only for a key that may be: allow, deny and accept_proxy_from
+ * all may (unset, the same as empty); a list required by another key is
+ * conf_check's to ask for. */
+static int
+conf_set_cidrs(const struct conf_key *k, void *field, const char *value,
+               int line, char *err, size_t errlen)
+{
+    struct conf_cidrs *l = field;
+
+    if (value[0] == '\0' && (k->flags & CONF_KEY_MAY_BE_EMPTY)) {
+        memset(l, 0, sizeof(*l));
+        return 0;
+    }
+    return conf_parse_cidrs(value, l, err, errlen);
+}
+
+static int
+conf_set_rate(const struct conf_key *k, void *field, const char *value,
+              int line, char *err, size_t errlen)
+{
+    uint64_t v;
+
+    if (conf_parse_rate(value, &v, err, errlen) != 0)
+        return -1;
+    if (v < k->min || v > k->max) {
+        snprintf(err, errlen, "%s is out of range (%llu/s..%llu/s)", value,
+                 (unsigned long long)k->min, (unsigned long long)k->max);
+        return -1;
+    }
+    *(uint32_t *)field = (uint32_t)v;
+    return 0;
+}
+
 static int
 conf_set_hosts(const struct conf_key *k, void *field, const char *value,
                int line, char *err, size_t errlen)
@@ -476,3 +550,4 @@ LB_ENUM_NAME(conf_log_level_name, enum conf_log_level, conf_log_level_names, "un
 LB_ENUM_NAME(conf_check_name, enum conf_check, conf_check_names, "unknown")
 LB_ENUM_NAME(conf_role_name, enum conf_role, conf_role_names, "unknown")
 LB_ENUM_NAME(conf_source_name, enum conf_source, conf_source_names, "unknown")
+LB_ENUM_NAME(conf_proxy_name, enum conf_proxy, conf_accept_proxy_names, "unknown")

@@ -37,12 +37,17 @@ enum conf_type {
     CONF_TYPE_SERVER,               /* appends to struct conf_pool.servers */
     CONF_TYPE_HOSTS,                /* struct conf_hosts */
     CONF_TYPE_ADDR,                 /* struct conf_addr, "" = unset (len 0) */
+    CONF_TYPE_CIDRS,                /* struct conf_cidrs, "" only with
+                                       CONF_KEY_MAY_BE_EMPTY */
+    CONF_TYPE_RATE,                 /* uint32_t per second, "N/s", bounds
+                                       min..max on N */
     CONF_TYPES
 };
 
 #define CONF_KEY_REPEATABLE 0x1u    /* may appear many times per section */
 #define CONF_KEY_REQUIRED 0x2u      /* no default: the section must set it */
-#define CONF_KEY_MAY_BE_EMPTY 0x4u  /* a list that may be empty (check_warn) */
+#define CONF_KEY_MAY_BE_EMPTY 0x4u  /* a list that may be empty (check_warn,
+                                       allow) */
 
 /* Enough for the longest table (pool); a static assertion keeps it so. */
 #define CONF_KEYS_MAX 40
@@ -54,7 +59,8 @@ struct conf_key {
     const char *def;                /* default as the file would write it,
                                        parsed by the same setter; NULL when
                                        required or repeatable */
-    uint64_t min, max;              /* COUNT, DURATION, COUNT_OR_PERCENT */
+    uint64_t min, max;              /* COUNT, DURATION, COUNT_OR_PERCENT,
+                                       RATE */
     const char *const *names;       /* ENUM: NULL-terminated */
     unsigned flags;                 /* CONF_KEY_* */
 };

@@ -460,6 +460,151 @@ conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
     return 0;
 }
 
+/* What a list of blocks looks like, for the messages. */
+#define CONF_CIDRS_EXPECTED "(expected addresses or ADDR/PREFIX blocks, e.g. " \
+                            "10.0.0.0/8, 2001:db8::/32, 192.0.2.7)"
+
+/* One item of a list of blocks, already trimmed: n bytes at s. */
+static int
+conf_cidr_item(const char *s, size_t n, struct conf_cidr *out, char *err,
+               size_t errlen)
+{
+    char buf[INET6_ADDRSTRLEN], net[INET6_ADDRSTRLEN];
+    const char *slash = memchr(s, '/', n);
+    size_t alen = slash != NULL ? (size_t)(slash - s) : n;
+    unsigned char addr[16] = { 0 }, masked[16] = { 0 };
+    int family, bits;
+    uint64_t prefix;
+
+    if (alen >= sizeof(buf) || alen == 0) {     /* longer than any address */
+        snprintf(err, errlen, "\"%.*s\" is not an IPv4 or IPv6 address (write ADDR "
+                 "or ADDR/PREFIX, e.g. 192.0.2.7 or 10.0.0.0/8; names are not "
+                 "looked up)", (int)n, s);
+        return -1;
+    }
+    memcpy(buf, s, alen);
+    buf[alen] = '\0';
+    family = memchr(buf, ':', alen) != NULL ? AF_INET6 : AF_INET;
+    if (inet_pton(family, buf, addr) != 1) {
+        if (buf[0] == '[')
+            snprintf(err, errlen, "\"%.*s\": write an IPv6 block without "
+                     "brackets (e.g. 2001:db8::/32)", (int)n, s);
+        else
+            snprintf(err, errlen, "\"%.*s\" is not an IPv4 or IPv6 address "
+                     "(write ADDR or ADDR/PREFIX, e.g. 192.0.2.7 or "
+                     "10.0.0.0/8; names are not looked up)", (int)n, s);
+        return -1;
+    }
+    bits = family == AF_INET ? 32 : 128;
+    prefix = (uint64_t)bits;
+    if (slash != NULL &&
+        (conf_parse_digits(slash + 1, n - alen - 1, &prefix) != 0 ||
+         prefix > (uint64_t)bits)) {
+        snprintf(err, errlen, "\"%.*s\": the prefix after / is not 0..%d",
+                 (int)n, s, bits);
+        return -1;
+    }
+    for (int i = 0; i < bits / 8; i++) {
+        int keep = (int)prefix - 8 * i;     /* bits of byte i in the prefix */
+
+        masked[i] = keep >= 8 ? addr[i]
+                    : keep <= 0 ? 0 : (unsigned char)(addr[i] & (0xff << (8 - keep)));
+    }
+    /* A block written with host bits is most likely a host's address
+     * with the prefix of its network: say which network that is rather
+     * than match a block the writer did not mean. */
+    if (memcmp(addr, masked, (size_t)bits / 8) != 0) {
+        inet_ntop(family, masked, net, sizeof(net));
+        snprintf(err, errlen, "\"%.*s\" has bits set past its /%u: did you "
+                 "mean %s/%u?", (int)n, s, (unsigned)prefix, net, (unsigned)prefix);
+        return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    if (family == AF_INET6 && prefix >= 96 &&
+        memcmp(addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+        family = AF_INET;               /* ::ffff:a.b.c.d/N: see conf_value.h */
+        memcpy(out->addr, addr + 12, 4);
+        prefix -= 96;
+    } else {
+        memcpy(out->addr, addr, (size_t)bits / 8);
+    }
+    out->family = (uint8_t)family;
+    out->prefix = (uint8_t)prefix;
+    return 0;
+}
+
+int
+conf_parse_cidrs(const char *s, struct conf_cidrs *out, char *err,
+                 size_t errlen)
+{
+    struct conf_cidrs l;
+    const char *p = s, *item;
+    bool more = true;
+
+    l.n = 0;
+    while (more) {
+        size_t n = conf_list_next(&p, &item, &more);
+
+        if (n == 0) {
+            if (*s == '\0')
+                snprintf(err, errlen, "empty value " CONF_CIDRS_EXPECTED);
+            else
+                snprintf(err, errlen, "\"%s\" has an empty item " CONF_CIDRS_EXPECTED, s);
+            return -1;
+        }
+        if (l.n == CONF_CIDRS_MAX) {
+            snprintf(err, errlen, "more than %d addresses or blocks (longer lists "
+                     "belong in the firewall, e.g. an nftables set)", CONF_CIDRS_MAX);
+            return -1;
+        }
+        if (conf_cidr_item(item, n, &l.v[l.n], err, errlen) != 0)
+            return -1;
+        l.n++;
+    }
+    /* The unused entries zeroed: two equal lists are then equal bytes
+     * (memcmp), whatever a list held before. */
+    out->n = l.n;
+    memcpy(out->v, l.v, l.n * sizeof(l.v[0]));
+    memset(out->v + l.n, 0, (CONF_CIDRS_MAX - l.n) * sizeof(l.v[0]));
+    return 0;
+}
+
+int
+conf_parse_rate(const char *s, uint64_t *out, char *err, size_t errlen)
+{
+    const char *slash = strchr(s, '/');
+    size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+    uint64_t v;
+    int rc;
+
+    if (*s == '\0') {
+        snprintf(err, errlen, "empty value (expected a rate N/s, e.g. 100/s; "
+                 "0/s for no limit)");
+        return -1;
+    }
+    rc = conf_parse_digits(s, n, &v);
+    if (rc == -1) {
+        snprintf(err, errlen, "\"%s\" is not a rate (write N/s, e.g. 100/s)", s);
+        return -1;
+    }
+    if (rc == -2) {
+        snprintf(err, errlen, "\"%s\" is too large", s);
+        return -1;
+    }
+    if (slash == NULL) {
+        snprintf(err, errlen, "\"%s\" needs its unit: write N/s, e.g. %s/s (new "
+                 "connections per second)", s, s);
+        return -1;
+    }
+    if (strcmp(slash, "/s") != 0) {
+        snprintf(err, errlen, "\"%s\": the rate is per second (write N/s, e.g. "
+                 "100/s)", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int
 conf_parse_port(const char *s, uint16_t *out)
 {
@@ -619,26 +764,52 @@ conf_next_token(const char **p)
     return n;
 }
 
-/* The options after a server's address: each NAME=N, at most once. */
+/* How a server line is written, for its messages. */
+#define CONF_SERVER_USAGE \
+    "use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2]"
+
+/* send_proxy's values, the pool key's (conf_keys.c), in enum conf_proxy's
+ * order: "any" is for accept_proxy only. */
+static const char *const conf_server_proxy_names[] = { "off", "v1", "v2", NULL };
+
+/* The options after a server's address: each NAME=VALUE, at most once.
+ * VALUE is a number min..max, or one of names when names is set. */
 struct conf_server_opt {
     const char *name;
     uint64_t min, max;
-    size_t offset;                      /* of a uint32_t in conf_server */
+    const char *const *names;
+    size_t offset;                      /* of a uint32_t or an enum (an int:
+                                           conf_keys.c asserts its size) in
+                                           conf_server */
 };
 
 static const struct conf_server_opt conf_server_opts[] = {
-    { "weight", CONF_WEIGHT_MIN, CONF_WEIGHT_MAX, offsetof(struct conf_server, weight) },
-    { "max_connections", 0, CONF_SERVER_CONNS_MAX,
+    { "weight", CONF_WEIGHT_MIN, CONF_WEIGHT_MAX, NULL, offsetof(struct conf_server, weight) },
+    { "max_connections", 0, CONF_SERVER_CONNS_MAX, NULL,
       offsetof(struct conf_server, max_connections) },
+    { "send_proxy", 0, 0, conf_server_proxy_names, offsetof(struct conf_server, send_proxy) },
 };
 #define CONF_SERVER_NOPTS (sizeof(conf_server_opts) / sizeof(conf_server_opts[0]))
+
+/* An option's value of names: vlen bytes at v. A longer value than word
+ * holds is cut, in the message too: no name is that long. */
+static int
+conf_parse_server_word(const char *name, const struct conf_server_opt *o, const char *v,
+                       size_t vlen, int *out, char *err, size_t errlen)
+{
+    char word[32], msg[160];
+
+    snprintf(word, sizeof(word), "%.*s", (int)vlen, v);
+    if (conf_parse_enum(word, o->names, out, msg, sizeof(msg)) == 0)
+        return 0;
+    snprintf(err, errlen, "server %s: %s %s", name, o->name, msg);
+    return -1;
+}
 
 static int
 conf_parse_server_opt(const char *name, const char *p, size_t n, struct conf_server *out,
                       unsigned *seen, char *err, size_t errlen)
 {
-    static const char conf_server_usage[] =
-        "use NAME HOST:PORT [weight=N] [max_connections=N]";
     const char *eq = memchr(p, '=', n);
     size_t klen = eq != NULL ? (size_t)(eq - p) : n;
 
@@ -646,8 +817,9 @@ conf_parse_server_opt(const char *name, const char *p, size_t n, struct conf_ser
         const struct conf_server_opt *o = &conf_server_opts[k];
         const char *v = p + klen + 1;
         size_t vlen = n - klen - 1;
+        void *field = (char *)out + o->offset;
         uint64_t x;
-        int rc;
+        int rc, word;
 
         if (eq == NULL || strlen(o->name) != klen || memcmp(o->name, p, klen) != 0)
             continue;
@@ -656,6 +828,12 @@ conf_parse_server_opt(const char *name, const char *p, size_t n, struct conf_ser
             return -1;
         }
         *seen |= 1u << k;
+        if (o->names != NULL) {
+            if (conf_parse_server_word(name, o, v, vlen, &word, err, errlen) != 0)
+                return -1;
+            memcpy(field, &word, sizeof(word));
+            return 0;
+        }
         rc = conf_parse_digits(v, vlen, &x);
         if (rc == -1) {
             snprintf(err, errlen, "server %s: %s \"%.*s\" is not a number",
@@ -668,11 +846,11 @@ conf_parse_server_opt(const char *name, const char *p, size_t n, struct conf_ser
                      (unsigned long long)o->min, (unsigned long long)o->max);
             return -1;
         }
-        *(uint32_t *)(void *)((char *)out + o->offset) = (uint32_t)x;
+        *(uint32_t *)field = (uint32_t)x;
         return 0;
     }
     snprintf(err, errlen, "server %s: unknown option \"%.*s\" (%s)", name,
-             (int)n, p, conf_server_usage);
+             (int)n, p, CONF_SERVER_USAGE);
     return -1;
 }
 
@@ -680,7 +858,7 @@ int
 conf_parse_server(const char *s, char *name, struct conf_server *out,
                   char *err, size_t errlen)
 {
-    static const char conf_server_usage[] = "use NAME HOST:PORT [weight=N] [max_connections=N]";
+    static const char conf_server_usage[] = CONF_SERVER_USAGE;
     char abuf[sizeof(out->addr.text)];
     char msg[384];
     const char *p = s;
@@ -733,6 +911,7 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
 
     out->weight = 1;
     out->max_connections = 0;
+    out->send_proxy = CONF_PROXY_POOL;
     while ((n = conf_next_token(&p)) != 0) {
         if (conf_parse_server_opt(name, p, n, out, &seen, err, errlen) != 0)
             return -1;

@@ -22,6 +22,14 @@
 #define CONF_WEIGHT_MAX 256
 #define CONF_SERVER_CONNS_MAX 1000000   /* a server's max_connections */
 
+/* The send_proxy of a server line without the option: "the pool's".
+ * conf_parse_server leaves it in conf_server.send_proxy; conf_load puts the
+ * pool's value in its place once the whole pool is read (its send_proxy
+ * line may come after its servers), conf_pool_add_server at once. A struct
+ * conf handed out never holds it. Not one of enum conf_proxy's values, and
+ * within int, the size of the enum. */
+#define CONF_PROXY_POOL ((enum conf_proxy)0x7f)
+
 /* [A-Za-z0-9_.-]{1,63}: names end up in logs, JSON and metric labels
  * unquoted, so nothing that needs escaping gets in. */
 bool conf_name_is_valid(const char *s);
@@ -66,6 +74,22 @@ int conf_parse_expect(const char *s, struct conf_expect *out, char *err,
 int conf_parse_hosts(const char *s, struct conf_hosts *out, char *err,
                      size_t errlen);
 
+/* Comma-separated address blocks, ADDR/PREFIX or a bare ADDR (IPv4 /32,
+ * IPv6 /128), spaces around items allowed, at most CONF_CIDRS_MAX. Only
+ * literals (inet_pton), never names: a list checked on every accept must
+ * not depend on DNS. Host bits past the prefix are refused, with the
+ * network to write instead. An IPv4-mapped IPv6 block (::ffff:a.b.c.d/N,
+ * N >= 96) is stored as the IPv4 block it maps (/N-96): the matcher takes a
+ * mapped client for its IPv4 address, so the block as written would never
+ * match. Empty is an error: the caller decides whether a key may be
+ * empty. */
+int conf_parse_cidrs(const char *s, struct conf_cidrs *out, char *err,
+                     size_t errlen);
+
+/* "N/s": new connections per second, N digits only. Bounds are the
+ * caller's. */
+int conf_parse_rate(const char *s, uint64_t *out, char *err, size_t errlen);
+
 enum conf_addr_status {
     CONF_ADDR_OK = 0,
     CONF_ADDR_BAD,                  /* malformed: bad port, brackets, ... */
@@ -85,8 +109,9 @@ enum conf_addr_status conf_parse_addr(const char *s, bool is_listen,
  * port, and the same address or one of them the wildcard. */
 bool conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b);
 
-/* A pool's "server" value: NAME HOST:PORT [weight=N] [max_connections=N].
- * Fills out's addr, weight and max_connections and writes the name into
+/* A pool's "server" value: NAME HOST:PORT [weight=N] [max_connections=N]
+ * [send_proxy=off|v1|v2]. Fills out's addr, weight, max_connections and
+ * send_proxy (CONF_PROXY_POOL without the option) and writes the name into
  * name (at least CONF_NAME_MAX + 1 bytes). Unlike the other parsers, its
  * message is complete after "FILE:LINE: " because it names the server
  * ("server web1: ...") once the name is known. */

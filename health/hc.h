@@ -49,10 +49,26 @@ struct hc_spec {
     const char *user;               /* mysql, pgsql: check_user, "" = none */
     const char *database;           /* pgsql: check_database */
     enum conf_role role;            /* mysql, redis: check_role */
+    enum conf_proxy send_proxy;     /* check_send_proxy: the version of the
+                                       PROXY header (v1 UNKNOWN, v2 LOCAL)
+                                       that opens every check connection;
+                                       OFF for none (hc_check_send_proxy) */
     bool is_known;                  /* its state came with a hand-over
                                        (lb -x): first probe at a random
                                        point of the first interval */
 };
+
+/* The send_proxy of a server's checks: with the pool's check_send_proxy,
+ * the server's own send_proxy version, or v1 when it sends none (as
+ * HAProxy's check-send-proxy: a backend that wants a header but gets no
+ * client traffic through lb still gets one); without, none. */
+static inline enum conf_proxy
+hc_check_send_proxy(bool check_send_proxy, enum conf_proxy server_send_proxy)
+{
+    if (!check_send_proxy)
+        return CONF_PROXY_OFF;
+    return server_send_proxy == CONF_PROXY_V2 ? CONF_PROXY_V2 : CONF_PROXY_V1;
+}
 
 struct hc_result {
     uint32_t id;

@@ -10,6 +10,10 @@
 
 #include "hc.h"
 
+/* The longest PROXY header a check sends: v2 LOCAL (16 bytes) or v1
+ * "PROXY UNKNOWN\r\n" (15), with no TLVs. */
+#define HC_PROXY_MAX 16
+
 struct event;
 struct event_base;
 struct hc_probe;
@@ -22,6 +26,9 @@ struct hc_target {
     char sni[256];                  /* spec.host without port; "" for an IP */
     char request[512];              /* the HTTP request, built once */
     size_t request_len;
+    uint8_t proxy[HC_PROXY_MAX];    /* check_send_proxy: the PROXY header
+                                       every new connection starts with */
+    size_t proxy_len;               /* 0: none */
     SSL_CTX *ssl_ctx;               /* HTTPS: shared, one reference */
     struct event *timer;
     uint64_t planned_ms;            /* monotonic plan of the next probe */

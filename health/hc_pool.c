@@ -195,6 +195,26 @@ hc_target_free(struct hc_target *tg)
     free(tg);
 }
 
+/* check_send_proxy: the header of lb's own connections (v1 UNKNOWN, v2
+ * LOCAL: the spec's command for health checks), built once. */
+static int
+hc_target_proxy(struct hc_target *tg, char *err, size_t errlen)
+{
+    uint8_t buf[LB_PROXY_BUILD_MAX];
+    size_t n;
+
+    if (tg->spec.send_proxy != CONF_PROXY_V1 && tg->spec.send_proxy != CONF_PROXY_V2)
+        return 0;
+    n = lb_proxy_build(buf, tg->spec.send_proxy, NULL, NULL, NULL);
+    if (n == 0 || n > sizeof(tg->proxy)) {
+        snprintf(err, errlen, "internal error: PROXY header of %zu bytes", n);
+        return -1;
+    }
+    memcpy(tg->proxy, buf, n);
+    tg->proxy_len = n;
+    return 0;
+}
+
 /* Builds a target for thread th (not yet on its list). Main thread. */
 static struct hc_target *
 hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
@@ -231,6 +251,8 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
         goto fail;
     }
     tg->request_len = (size_t)n;
+    if (hc_target_proxy(tg, err, errlen) == -1)
+        goto fail;
     if (spec->kind == CONF_CHECK_HTTPS) {
         tg->ssl_ctx = hc_tls_get(hc, spec->verify, spec->ca, err, errlen);
         if (tg->ssl_ctx == NULL)

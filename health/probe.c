@@ -20,6 +20,13 @@
  * answer: the probe then connects afresh, once, within its timeout.
  * A probe never blocks its thread: every wait is an event on the thread's
  * base, so a hung server costs one socket and one timer until the timeout.
+ *
+ * check_send_proxy: a PROXY header (v1 UNKNOWN or v2 LOCAL, built once on
+ * the target) opens every new connection, a kept one having had it at its
+ * start. When the check speaks first (HTTP, pgsql, redis) it goes in the
+ * same sendmsg as the first bytes, so one segment carries both; before a
+ * TLS handshake, a tcp check's verdict or a server that speaks first
+ * (mysql), it goes alone, ahead of what follows in the stream.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -28,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +78,7 @@ struct hc_probe {
     struct event io;
     struct event timeout;
     size_t sent;
+    size_t proxy_sent;              /* of tg->proxy, on this connection */
     size_t len;
     char line[HC_STATUS_LINE_MAX];
     bool is_reused;                 /* on a kept connection */
@@ -236,7 +245,9 @@ hc_probe_time_out(struct hc_probe *p)
     }
     hc_probe_done(p, false, "timeout after %llu ms waiting for %s",
                   (unsigned long long)p->tg->spec.timeout_ms,
-                  p->talk != NULL && p->state == HC_PROBE_READING
+                  p->proxy_sent > 0 && p->proxy_sent < p->tg->proxy_len
+                      ? "sending the PROXY header"
+                  : p->talk != NULL && p->state == HC_PROBE_READING
                       ? hc_talk_waiting_for(p->talk) : hc_probe_waiting_for[p->state]);
 }
 
@@ -290,6 +301,7 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
         tg->kept_fd = -1;
         tg->kept_ssl = NULL;
         p->is_reused = true;
+        p->proxy_sent = tg->proxy_len;  /* sent when it was new */
         p->state = HC_PROBE_SENDING;
         event_assign(&p->io, base, p->fd, EV_READ | EV_WRITE | EV_ET | EV_PERSIST,
                      hc_probe_on_io, p);
@@ -309,6 +321,7 @@ hc_probe_connect(struct hc_probe *p)
     const struct hc_spec *sp = &p->tg->spec;
     char ebuf[96];
 
+    p->proxy_sent = 0;              /* a new connection: the header first */
     p->fd = socket(sp->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (p->fd < 0) {
         hc_probe_done(p, false, "socket: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
@@ -359,6 +372,56 @@ hc_probe_on_io(evutil_socket_t fd, short what, void *arg)
             return;                     /* not connected yet */
     }
     hc_probe_step(p);
+}
+
+/* send(2) of buf on the plain socket, behind what is left of the PROXY
+ * header in one sendmsg: header and first bytes in one segment. Returns
+ * the bytes of buf sent (0 when only header bytes went), or -1 with
+ * errno. */
+static ssize_t
+hc_probe_send(struct hc_probe *p, const void *buf, size_t len)
+{
+    struct hc_target *tg = p->tg;
+    size_t left = tg->proxy_len - p->proxy_sent;
+    struct iovec iov[2] = {
+        { .iov_base = tg->proxy + p->proxy_sent, .iov_len = left },
+        { .iov_base = (void *)buf, .iov_len = len },
+    };
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len > 0 ? 2 : 1 };
+    ssize_t n;
+
+    if (left == 0)
+        return send(p->fd, buf, len, MSG_NOSIGNAL);
+    n = sendmsg(p->fd, &msg, MSG_NOSIGNAL);
+    if (n < 0)
+        return -1;
+    if ((size_t)n <= left) {
+        p->proxy_sent += (size_t)n;
+        return 0;
+    }
+    p->proxy_sent = tg->proxy_len;
+    return n - (ssize_t)left;
+}
+
+/* Sends what is left of the PROXY header on its own, where the next bytes
+ * are not the prober's to write now (OpenSSL's ClientHello, a server that
+ * speaks first, a tcp check's close). 0 when all of it is out, 1 to wait
+ * for the socket's next edge, -1 when the probe ended. */
+static int
+hc_probe_send_proxy(struct hc_probe *p)
+{
+    char ebuf[96];
+
+    while (p->proxy_sent < p->tg->proxy_len) {
+        if (hc_probe_send(p, NULL, 0) < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return 1;
+            hc_probe_done(p, false, "send of the PROXY header: %s",
+                          hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Sets up TLS on the connected socket. -1 when it cannot (then done). */
@@ -576,7 +639,7 @@ hc_probe_talk_send(struct hc_probe *p)
     ssize_t n;
 
     while (p->sent < t->out_len) {
-        n = send(p->fd, t->out + p->sent, t->out_len - p->sent, MSG_NOSIGNAL);
+        n = hc_probe_send(p, t->out + p->sent, t->out_len - p->sent);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;                 /* the next edge */
@@ -599,6 +662,8 @@ hc_probe_talk_read(struct hc_probe *p)
     enum hc_talk_next next;
     ssize_t n;
 
+    if (hc_probe_send_proxy(p) != 0)
+        return;                         /* the server waits for it */
     do {
         n = hc_probe_recv(p, buf, hc_talk_room(p->talk));
         if (n < 0)
@@ -650,6 +715,12 @@ hc_probe_step(struct hc_probe *p)
 
     switch (p->state) {
     case HC_PROBE_CONNECTING:
+        /* Before a handshake or a close, which are not the prober's bytes;
+         * a wait leaves the state as it is, and the next edge comes back
+         * here. */
+        if ((tg->spec.kind == CONF_CHECK_TCP || tg->spec.kind == CONF_CHECK_HTTPS) &&
+            hc_probe_send_proxy(p) != 0)
+            return;
         if (tg->spec.kind == CONF_CHECK_TCP) {
             hc_probe_done(p, true, "connected");
             return;
@@ -694,7 +765,7 @@ hc_probe_step(struct hc_probe *p)
                 }
                 n = rc;
             } else {
-                n = send(p->fd, tg->request + p->sent, tg->request_len - p->sent, MSG_NOSIGNAL);
+                n = hc_probe_send(p, tg->request + p->sent, tg->request_len - p->sent);
                 if (n < 0) {
                     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                         return;         /* the next edge */

@@ -438,6 +438,37 @@ lb_admin_pool_json(struct lb_daemon *d, const char *pool, struct evbuffer *out)
     return rc;
 }
 
+/* A frontend's refusals by reason, and its source table when a per-source
+ * limit is set. */
+static void
+lb_stats_frontend_access_json(const struct lb_frontend *fe, struct evbuffer *out)
+{
+    const struct conf_frontend *fc = fe->conf;
+
+    LB_ADD_LIT(out, ",\"denied\":{");
+    for (int r = LB_DENY_ACL; r < LB_DENY_REASONS; r++)
+        evbuffer_add_printf(out, "%s\"%s\":%llu", r == LB_DENY_ACL ? "" : ",",
+                            lb_deny_reason_name((enum lb_deny_reason)r),
+                            (unsigned long long)LB_LOAD(fe->stats->denied[r]));
+    LB_ADD_LIT(out, "},\"proxy_header_bad\":{");
+    for (int b = 0; b < LB_PROXY_BADS; b++)
+        evbuffer_add_printf(out, "%s\"%s\":%llu", b == 0 ? "" : ",",
+                            lb_proxy_bad_name((enum lb_proxy_bad)b),
+                            (unsigned long long)LB_LOAD(fe->stats->proxy_bad[b]));
+    LB_ADD_LIT(out, "}");
+    if (fe->stats->sources != NULL &&
+        (fc->max_connections_per_source != 0 || fc->rate_per_source != 0)) {
+        struct lb_sources_stats st;
+
+        lb_sources_stats(fe->stats->sources, &st);
+        evbuffer_add_printf(out, ",\"sources\":{\"entries\":%llu,\"size\":%llu,\"bytes\":%llu,"
+                            "\"evictions\":%llu,\"untracked\":%llu}",
+                            (unsigned long long)st.entries, (unsigned long long)st.size,
+                            (unsigned long long)st.bytes, (unsigned long long)st.evictions,
+                            (unsigned long long)st.untracked);
+    }
+}
+
 int
 lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -462,9 +493,11 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         lb_json_str(out, fe->conf->listen.text);
         LB_ADD_LIT(out, ",\"pool\":");
         lb_json_str(out, fe->conf->pool_name);
-        evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu}",
+        evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu",
                             (unsigned long long)LB_LOAD(fe->stats->active_connections),
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
+        lb_stats_frontend_access_json(fe, out);
+        LB_ADD_LIT(out, "}");
     }
     LB_ADD_LIT(out, "],\"pools\":[");
     for (size_t i = 0, first = 0; i < g->conf->npools; i++) {
@@ -718,6 +751,60 @@ static const struct {
       "From accept to close, of each client connection that ended", lb_prom_hist_session },
 };
 
+/* name{frontend="F",reason="R"} v */
+static void
+lb_prom_reason(struct evbuffer *out, const char *name, const char *frontend, const char *reason,
+               uint64_t v)
+{
+    evbuffer_add_printf(out, "%s{frontend=\"", name);
+    lb_prom_label(out, frontend);
+    evbuffer_add_printf(out, "\",reason=\"%s\"} %llu\n", reason, (unsigned long long)v);
+}
+
+/* Refused clients and headers, and the source tables (README, "Client
+ * addresses and access control"). */
+static void
+lb_prom_frontend_access(const struct lb_gen *g, struct evbuffer *out)
+{
+    static const struct { const char *name, *help; } tables[] = {
+        { "lb_frontend_source_table_entries", "Source addresses the per-source limits track" },
+        { "lb_frontend_source_table_bytes", "Memory the source table holds" },
+        { "lb_frontend_source_table_evictions_total",
+          "Idle sources dropped from a full table, least recently seen first" },
+        { "lb_frontend_source_table_untracked_total",
+          "Connections let in uncounted: every entry of the table had connections open" },
+    };
+
+    lb_prom_head(out, "lb_frontend_denied_total", "counter",
+                 "Clients refused by allow/deny, accept_proxy_from or a per-source limit");
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        for (int r = LB_DENY_ACL; r < LB_DENY_REASONS; r++)
+            lb_prom_reason(out, "lb_frontend_denied_total", g->frontends[i].conf->name,
+                           lb_deny_reason_name((enum lb_deny_reason)r),
+                           LB_LOAD(g->frontends[i].stats->denied[r]));
+    lb_prom_head(out, "lb_frontend_proxy_header_bad_total", "counter",
+                 "Connections closed for a bad, late or missing PROXY header");
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        if (g->frontends[i].conf->accept_proxy != CONF_PROXY_OFF)
+            for (int b = 0; b < LB_PROXY_BADS; b++)
+                lb_prom_reason(out, "lb_frontend_proxy_header_bad_total",
+                               g->frontends[i].conf->name, lb_proxy_bad_name((enum lb_proxy_bad)b),
+                               LB_LOAD(g->frontends[i].stats->proxy_bad[b]));
+    for (size_t m = 0; m < sizeof(tables) / sizeof(tables[0]); m++) {
+        lb_prom_head(out, tables[m].name, m < 2 ? "gauge" : "counter", tables[m].help);
+        for (size_t i = 0; i < g->conf->nfrontends; i++) {
+            const struct lb_frontend *fe = &g->frontends[i];
+            struct lb_sources_stats st;
+            const uint64_t *v[] = { &st.entries, &st.bytes, &st.evictions, &st.untracked };
+
+            if (fe->stats->sources == NULL)
+                continue;
+            lb_sources_stats(fe->stats->sources, &st);
+            lb_prom_one(out, tables[m].name, "frontend", fe->conf->name, *v[m]);
+        }
+    }
+}
+
 int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -764,6 +851,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
                                 memory_order_relaxed));
         }
     }
+    lb_prom_frontend_access(g, out);
     lb_prom_head(out, "lb_max_connections_reached_total", "counter",
                  "Times accepts paused because max_connections were open");
     evbuffer_add_printf(out, "lb_max_connections_reached_total %llu\n",

@@ -181,11 +181,15 @@ struct lb_proxy_addrs {
 
 /* Reads a header from the first len bytes a client sent (any prefix of
  * them: a header may come in many reads), taking the versions accept says
- * (V1, V2 or ANY). Returns the header's length (> 0) with *out filled and
- * the rest of buf the client's own bytes; 0 when the bytes so far are a
- * prefix of a header that may still be valid; -1 with *bad set when no
- * more bytes can make it one. Fed any prefix of an input it answers 0 or
- * the same as for the whole (tests/fuzz/fuzz_proxy.c checks it). */
+ * (V1 only v1, V2 only v2, ANY both). Returns the header's length (> 0)
+ * with *out filled and the rest of buf the client's own bytes; 0 when the
+ * bytes so far are a prefix of a header that may still be valid; -1 with
+ * *bad set (one of the first four reasons) at the first byte after which
+ * no more bytes can make it one: garbage is refused at once, not at the
+ * timeout. *out is written only on success. Fed any prefix of an input it
+ * answers 0 or the same as for the whole (tests/fuzz/fuzz_proxy.c checks
+ * it). v2's TLVs are checked for form and skipped; LOCAL's whole block is
+ * skipped unread (the spec: its family is ignored). */
 int lb_proxy_parse(const uint8_t *buf, size_t len, enum conf_proxy accept,
                    struct lb_proxy_addrs *out, enum lb_proxy_bad *bad);
 
@@ -201,11 +205,13 @@ struct lb_proxy_tlvs {
 #define LB_PROXY_BUILD_MAX 512
 
 /* Writes the header for a connection from src to dst in version v (V1 or
- * V2) into buf (LB_PROXY_BUILD_MAX bytes) and returns its length. src and
- * dst NULL: the connection is lb's own (a health check): v1 "PROXY
- * UNKNOWN", v2 LOCAL. Addresses of two families (an IPv4 client on an
- * IPv6 socket) are written both as IPv6, IPv4-mapped; v1 UNKNOWN when
- * that cannot be done. */
+ * V2) into buf (LB_PROXY_BUILD_MAX bytes) and returns its length (0 for
+ * OFF: no header). src and dst NULL: the connection is lb's own (a health
+ * check): v1 "PROXY UNKNOWN", v2 LOCAL. Addresses of two families (an
+ * IPv4 client on an IPv6 socket) are written both as IPv6, IPv4-mapped; a
+ * family that is neither IPv4 nor IPv6 gives v1 UNKNOWN, v2 LOCAL (as
+ * HAProxy). A TLV value longer than the spec's cap (unique id 128 bytes,
+ * authority 255) is left out, never cut. */
 size_t lb_proxy_build(uint8_t *buf, enum conf_proxy v, const struct sockaddr *src,
                       const struct sockaddr *dst, const struct lb_proxy_tlvs *tlvs);
 

@@ -92,6 +92,7 @@ struct lb_worker {
     bool is_accept_paused_emfile;
     uint64_t turn_since_us;             /* this turn on the CPU began, when
                                            workers outnumber the CPUs */
+    uint64_t session_seq;               /* sessions started: their ids */
 };
 
 /* ------------------------------------------------------------- worker.c */
@@ -233,6 +234,9 @@ void lb_sources_resize(struct lb_sources *t, uint32_t size);
 enum lb_deny_reason lb_sources_enter(struct lb_sources *t, const struct conf_frontend *fc,
                                      const struct sockaddr *sa, uint64_t now_ms,
                                      struct lb_source_ref *ref);
+/* Gives back a connection's ref when it closes, and clears it (a second
+ * leave, or one of an untracked ref, does nothing). O(1): no lookup. Any
+ * worker. */
 void lb_sources_leave(struct lb_sources *t, struct lb_source_ref *ref);
 
 /* For /stats and /metrics. */
@@ -241,6 +245,11 @@ struct lb_sources_stats {
     uint64_t evictions, untracked;
 };
 void lb_sources_stats(struct lb_sources *t, struct lb_sources_stats *out);
+
+/* For the unit tests: 0 when the table's counts, hash chains, LRU list
+ * (exactly the entries with no connection open) and free list agree; -1
+ * and what disagrees in err. O(size), under the table's lock. */
+int lb_sources_check(struct lb_sources *t, char *err, size_t errlen);
 
 /* ------------------------------------------------------------ session.c */
 
@@ -257,6 +266,8 @@ struct lb_buf {
  * failure closes it and releases the connection slot. Worker thread. */
 void lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                       const struct sockaddr *client);
+/* Draws the process's salt of session ids, once, before the workers start. */
+void lb_session_salt_init(void);
 
 /* The worker's io_ev callback: runs the events of the sessions' sockets.
  * Worker thread. */

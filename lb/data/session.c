@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,15 +62,24 @@
 #include "state.h"
 
 enum lb_session_state {
-    LB_SESSION_CONNECTING = 0,
+    LB_SESSION_HEADER = 0,          /* reading a PROXY header (accept_proxy) */
+    LB_SESSION_CONNECTING,
     LB_SESSION_QUEUED,              /* waiting for a slot (queue.c) */
     LB_SESSION_RELAYING,
 };
 
 static const char *const lb_session_state_names[] = {
+    [LB_SESSION_HEADER] = "header",
     [LB_SESSION_CONNECTING] = "connecting",
     [LB_SESSION_QUEUED] = "queued",
     [LB_SESSION_RELAYING] = "relaying",
+};
+
+/* A socket address of either family, in the room an IPv6 one takes. */
+union lb_sockaddr {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
 };
 
 /* One direction of the relay. */
@@ -111,8 +121,17 @@ struct lb_session {
     struct lb_half down;            /* server -> client */
     uint64_t started_ms;
     uint64_t last_active_ms;
+    uint64_t id;                    /* session_end's id=, v2's UNIQUE_ID */
+    union lb_sockaddr client;       /* the peer, or its PROXY header's source */
+    union lb_sockaddr local;        /* where it connected (the header's
+                                       destination); family 0 until asked */
     char client_text[64];
     uint64_t client_hash;
+    struct lb_sources *sources;     /* where its source is counted, or NULL */
+    struct lb_source_ref source;
+    bool is_client_watched;         /* cfd joined io_fd before the relay
+                                       (to read a PROXY header) */
+    bool is_client_ending;          /* ... and reported a FIN or a reset */
     uint32_t ntried;
     uint32_t nagain;                /* attempts on a server tried before */
     bool is_paused;                 /* waiting out bal_retry_pause_ms */
@@ -143,6 +162,8 @@ static struct lb_log_limit lb_no_server_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENT
 static struct lb_log_limit lb_connect_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 static struct lb_log_limit lb_session_failed_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 static struct lb_log_limit lb_queue_timeout_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_denied_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
+static struct lb_log_limit lb_header_bad_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVENTS_PER_S);
 
 #define LB_AGAIN_UP 1
 #define LB_AGAIN_DOWN 2
@@ -158,6 +179,10 @@ static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
 static void lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events);
 static void lb_session_finish(struct lb_session *s, const char *reason);
 static void lb_session_read_again(struct lb_session *s, uint8_t half);
+static int lb_session_watch(struct lb_session *s, int fd, uintptr_t side);
+static bool lb_half_read(struct lb_half *h);
+static void lb_half_count(struct lb_half *h, size_t n);
+static void lb_half_release(struct lb_half *h);
 
 /* Arms the session's one timer ms from now. The workers' loops run on
  * libevent's coarse clock (its precise one costs a timerfd_settime every
@@ -193,17 +218,122 @@ lb_session_client_hash(const struct sockaddr *sa)
     return bal_hash_bytes(&in->sin_addr, sizeof(in->sin_addr));
 }
 
+/* A session's id: unique in the process (the worker's id and its count,
+ * through a bijective mix), different across processes (the salt), and
+ * not a count an outsider could read the traffic from. */
+static uint64_t lb_session_salt;
+
+void
+lb_session_salt_init(void)
+{
+    if (getrandom(&lb_session_salt, sizeof(lb_session_salt), 0) != sizeof(lb_session_salt))
+        lb_session_salt = lb_mono_us() ^ ((uint64_t)getpid() << 32);
+}
+
+static uint64_t
+lb_session_new_id(struct lb_worker *w)
+{
+    uint64_t x = (((uint64_t)w->id << 56) | (++w->session_seq & ((UINT64_C(1) << 56) - 1))) ^
+                 lb_session_salt;
+
+    /* splitmix64's finaliser: each step is invertible. */
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* A client refused by the frontend's access rules (rule: which list, when
+ * it is not allow or deny). */
+static void
+lb_session_denied(struct lb_frontend *fe, const char *client_text, enum lb_deny_reason why,
+                  const char *rule)
+{
+    atomic_fetch_add_explicit(&fe->stats->denied[why], 1, memory_order_relaxed);
+    lb_log_limited(&lb_denied_limit, CONF_LOG_INFO, "denied", "frontend=%s client=%s reason=%s%s%s",
+                   fe->conf->name, client_text, lb_deny_reason_name(why),
+                   rule != NULL ? " rule=" : "", rule != NULL ? rule : "");
+}
+
+/* Whether the client at sa may connect to fe: its allow and deny lists,
+ * then its per-source limits, whose count then holds a place for it
+ * (*table and *ref, given back by lb_session_finish). */
+static enum lb_deny_reason
+lb_session_admit(struct lb_frontend *fe, const struct sockaddr *sa, struct lb_sources **table,
+                 struct lb_source_ref *ref)
+{
+    const struct conf_frontend *fc = fe->conf;
+    enum lb_deny_reason why = lb_access_acl(fc, sa);
+
+    *table = NULL;
+    if (why != LB_DENY_NONE || (fc->max_connections_per_source == 0 && fc->rate_per_source == 0))
+        return why;
+    /* The generation made the table when it set a limit (gen.c). */
+    why = lb_sources_enter(fe->stats->sources, fc, sa, lb_mono_ms(), ref);
+    if (why == LB_DENY_NONE)
+        *table = fe->stats->sources;
+    return why;
+}
+
+static void
+lb_session_set_client(struct lb_session *s, const struct sockaddr *sa)
+{
+    size_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                           : sizeof(struct sockaddr_in);
+
+    memcpy(&s->client, sa, len);
+    lb_net_addr_text(sa, s->client_text, sizeof(s->client_text));
+    if (s->pool->bal->algo == BAL_ALGO_SOURCE)
+        s->client_hash = lb_session_client_hash(sa);
+}
+
+/* Into the queue behind those who wait, or to a server. */
+static void
+lb_session_go(struct lb_session *s)
+{
+    s->state = LB_SESSION_CONNECTING;
+    /* First come, first served: while clients wait for a slot, a new one
+     * queues behind them rather than take the next slot that frees. */
+    if (atomic_load_explicit(&s->pool->shared->queue.depth, memory_order_relaxed) != 0) {
+        lb_session_queue(s);
+        return;
+    }
+    lb_session_connect(s);
+}
+
 void
 lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                  const struct sockaddr *client)
 {
     struct lb_pool *pool = fe->pool;
+    const struct conf_frontend *fc = fe->conf;
     uint32_t attempts = pool->conf->retries + 1;
-    struct lb_session *s = calloc(1, sizeof(*s) + attempts * sizeof(uint32_t));
+    struct lb_sources *table = NULL;
+    struct lb_source_ref ref = { LB_SOURCE_UNTRACKED };
+    enum lb_deny_reason why;
+    struct lb_session *s;
 
+    /* Refused before anything is spent on the client. Behind a balancer
+     * that sends PROXY headers only it may connect, and the rules apply to
+     * the client its header names (lb_session_read_header). */
+    if (fc->accept_proxy != CONF_PROXY_OFF)
+        why = lb_cidrs_match(&fc->accept_proxy_from, client) ? LB_DENY_NONE : LB_DENY_ACL;
+    else
+        why = lb_session_admit(fe, client, &table, &ref);
+    if (why != LB_DENY_NONE) {
+        char text[64];
+
+        lb_session_denied(fe, lb_net_addr_text(client, text, sizeof(text)), why,
+                          fc->accept_proxy != CONF_PROXY_OFF ? "accept_proxy_from" : NULL);
+        close(fd);
+        lb_limit_release(w->daemon);
+        return;
+    }
+    s = calloc(1, sizeof(*s) + attempts * sizeof(uint32_t));
     if (s == NULL) {
         lb_log_limited(&lb_session_failed_limit, CONF_LOG_ERROR, "session_failed",
-                       "frontend=%s error=\"out of memory\"", fe->conf->name);
+                       "frontend=%s error=\"out of memory\"", fc->name);
+        if (table != NULL)
+            lb_sources_leave(table, &ref);
         close(fd);
         lb_limit_release(w->daemon);
         return;
@@ -215,9 +345,10 @@ lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe
     s->pool = pool;
     s->cfd = fd;
     s->sfd = -1;
-    lb_net_addr_text(client, s->client_text, sizeof(s->client_text));
-    if (pool->bal->algo == BAL_ALGO_SOURCE)
-        s->client_hash = lb_session_client_hash(client);
+    s->id = lb_session_new_id(w);
+    s->sources = table;
+    s->source = ref;
+    lb_session_set_client(s, client);
     s->started_ms = s->last_active_ms = lb_mono_ms();
     /* No TCP_NODELAY here: Linux copies it from the listening socket. */
 
@@ -233,14 +364,81 @@ lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe
     atomic_fetch_add_explicit(&fe->stats->active_connections, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fe->stats->total_connections, 1, memory_order_relaxed);
 
-    s->state = LB_SESSION_CONNECTING;
-    /* First come, first served: while clients wait for a slot, a new one
-     * queues behind them rather than take the next slot that frees. */
-    if (atomic_load_explicit(&pool->shared->queue.depth, memory_order_relaxed) != 0) {
-        lb_session_queue(s);
+    if (fc->accept_proxy != CONF_PROXY_OFF) {
+        s->state = LB_SESSION_HEADER;
+        s->is_client_watched = true;
+        if (lb_session_watch(s, s->cfd, 0) == -1 ||
+            lb_session_arm(s, fc->accept_proxy_timeout_ms) == -1)
+            lb_session_finish(s, "event_add failed");
         return;
     }
-    lb_session_connect(s);
+    lb_session_go(s);
+}
+
+/* -------------------------------------------------------- a PROXY header
+ *
+ * Read with MSG_PEEK, whole from its first byte each time more arrives (a
+ * header is at most LB_PROXY_HEADER_MAX bytes, so a parser that keeps no
+ * state is cheap), and taken off the socket only once complete: what
+ * follows stays in the kernel for the relay, as HAProxy reads it. */
+
+static void
+lb_session_header_bad(struct lb_session *s, enum lb_proxy_bad bad)
+{
+    atomic_fetch_add_explicit(&s->fe->stats->proxy_bad[bad], 1, memory_order_relaxed);
+    lb_log_limited(&lb_header_bad_limit, CONF_LOG_WARN, "proxy_header_bad",
+                   "frontend=%s client=%s reason=%s", s->fe->conf->name, s->client_text,
+                   lb_proxy_bad_name(bad));
+    lb_session_finish(s, "bad PROXY header");
+}
+
+static void
+lb_session_read_header(struct lb_session *s, uint32_t events)
+{
+    uint8_t buf[LB_PROXY_HEADER_MAX];
+    struct lb_proxy_addrs a;
+    enum lb_proxy_bad bad;
+    enum lb_deny_reason why;
+    ssize_t n;
+    int len;
+
+    if (events & LB_IO_ENDING)
+        s->is_client_ending = true;
+    n = recv(s->cfd, buf, sizeof(buf), MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        lb_session_header_bad(s, LB_PROXY_CLOSED);
+        return;
+    }
+    len = lb_proxy_parse(buf, (size_t)n, s->fe->conf->accept_proxy, &a, &bad);
+    if (len == 0 && (s->is_client_ending || (size_t)n == sizeof(buf))) {
+        len = -1;           /* no more will come, or no room for it */
+        bad = (size_t)n == sizeof(buf) ? LB_PROXY_TOO_LONG : LB_PROXY_CLOSED;
+    }
+    if (len == 0)
+        return;
+    if (len < 0) {
+        lb_session_header_bad(s, bad);
+        return;
+    }
+    if (recv(s->cfd, buf, (size_t)len, 0) != len) {
+        lb_session_finish(s, "client error");
+        return;
+    }
+    event_del(&s->timer);
+    if (!a.is_local) {
+        lb_session_set_client(s, (const struct sockaddr *)&a.src);
+        memcpy(&s->local, &a.dst, a.dst.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                            : sizeof(struct sockaddr_in));
+    }
+    why = lb_session_admit(s->fe, &s->client.sa, &s->sources, &s->source);
+    if (why != LB_DENY_NONE) {
+        lb_session_denied(s->fe, s->client_text, why, NULL);
+        lb_session_finish(s, "denied");
+        return;
+    }
+    lb_session_go(s);
 }
 
 /* ------------------------------------------------------------ connecting */
@@ -318,6 +516,64 @@ lb_session_watch(struct lb_session *s, int fd, uintptr_t side)
     return epoll_ctl(s->w->io_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* Sends the server its PROXY header, with the client's first bytes when
+ * they are there already (one segment, as HAProxy does), before the relay
+ * moves any: the up half's buffer holds what the socket did not take.
+ * False when that ended the session. */
+static bool
+lb_session_send_proxy(struct lb_session *s)
+{
+    struct lb_half *h = &s->up;
+    struct lb_proxy_tlvs tlvs;
+    char id[17];
+    size_t len;
+    ssize_t n = 0, w;
+
+    if (s->local.sa.sa_family == 0) {
+        socklen_t alen = sizeof(s->local);
+
+        if (getsockname(s->cfd, &s->local.sa, &alen) == -1) {
+            lb_session_finish(s, "client error");
+            return false;
+        }
+    }
+    if ((h->buf = lb_worker_buf_get(s->w)) == NULL) {
+        lb_session_finish(s, "out of memory");
+        return false;
+    }
+    snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
+    tlvs = (struct lb_proxy_tlvs){ .unique_id = id };
+    len = lb_proxy_build((uint8_t *)h->buf->data, s->server->conf->send_proxy, &s->client.sa,
+                         &s->local.sa, &tlvs);
+    /* An EOF (0) is read again by the relay, which passes it on; a reset
+     * ends the session here. */
+    n = recv(s->cfd, h->buf->data + len, LB_BUF_SIZE - len, 0);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        lb_session_finish(s, "client error");
+        return false;
+    }
+    if (n > 0)
+        lb_half_count(h, (size_t)n);
+    else
+        n = 0;
+    w = send(s->sfd, h->buf->data, len + (size_t)n, MSG_NOSIGNAL);
+    if (w < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            lb_session_finish(s, "server error");
+            return false;
+        }
+        w = 0;
+    }
+    if ((size_t)w == len + (size_t)n) {
+        lb_half_release(h);
+    } else {
+        /* Written on when the server's socket has room (lb_half_flush). */
+        h->off = (uint32_t)w;
+        h->len = (uint32_t)(len + (size_t)n - (size_t)w);
+    }
+    return true;
+}
+
 /* The server socket is connected (and watched): relay. events is what it
  * reported, acted on now since it will not be reported again. */
 static void
@@ -339,14 +595,20 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
                               .is_upstream = true, .is_splice = is_splice };
     s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
                                 .is_splice = is_splice };
+    s->up.is_src_ending = s->is_client_ending;
     s->last_active_ms = lb_mono_ms();
+    if (s->server->conf->send_proxy != CONF_PROXY_OFF && !lb_session_send_proxy(s))
+        return;
     /* Adding the client reports what is pending on it already (the request
-     * that came with the connection). */
-    if (lb_session_watch(s, s->cfd, 0) == -1 ||
+     * that came with the connection). One added to read its PROXY header
+     * had its edges taken then: what followed the header is read now. */
+    if ((!s->is_client_watched && lb_session_watch(s, s->cfd, 0) == -1) ||
         lb_session_arm(s, s->pool->conf->idle_timeout_ms) == -1) {
         lb_session_finish(s, "event_add failed");
         return;
     }
+    if (s->is_client_watched && !lb_half_read(&s->up))
+        return;
     if (events & (EPOLLIN | LB_IO_ENDING))
         lb_session_on_io(s, true, events & ~(uint32_t)EPOLLOUT);   /* the server spoke first */
 }
@@ -875,6 +1137,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
 
     if (now < s->due_ms && lb_session_arm(s, s->due_ms - now) == 0)
         return;                         /* fired early: see lb_session_arm */
+    if (s->state == LB_SESSION_HEADER) {
+        lb_session_header_bad(s, LB_PROXY_TIMEOUT);
+        return;
+    }
     if (s->state == LB_SESSION_QUEUED) {
         /* A grant that won the race is on its way: it connects. */
         if (!lb_queue_leave(&s->wait, true))
@@ -1192,6 +1458,16 @@ lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
         lb_session_on_connect(s, events);
         return;
     }
+    if (!is_server && s->state == LB_SESSION_HEADER) {
+        lb_session_read_header(s, events);
+        return;
+    }
+    if (!is_server && s->state != LB_SESSION_RELAYING) {
+        /* After its header, before a server: the relay reads what came. */
+        if (events & LB_IO_ENDING)
+            s->is_client_ending = true;
+        return;
+    }
     if (events & LB_IO_ENDING)
         from->is_src_ending = true;
     if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !lb_half_flush(to))
@@ -1350,8 +1626,8 @@ lb_session_finish(struct lb_session *s, const char *reason)
     char qbuf[64];
 
     lb_log(CONF_LOG_DEBUG, "session_end",
-           "frontend=%s server=%s client=%s state=%s reason=%s bytes_in=%llu "
-           "bytes_out=%llu duration_ms=%llu",
+           "id=%016llx frontend=%s server=%s client=%s state=%s reason=%s bytes_in=%llu "
+           "bytes_out=%llu duration_ms=%llu", (unsigned long long)s->id,
            s->fe->conf->name, s->server ? s->server->conf->name : "-",
            s->client_text, lb_session_state_names[s->state],
            lb_log_quote(qbuf, sizeof(qbuf), reason),
@@ -1375,6 +1651,8 @@ lb_session_finish(struct lb_session *s, const char *reason)
     if (s->server != NULL)
         lb_queue_release_slot(s->pool, s->server->index);
     atomic_fetch_sub_explicit(&s->fe->stats->active_connections, 1, memory_order_relaxed);
+    if (s->sources != NULL)
+        lb_sources_leave(s->sources, &s->source);
     lb_half_release(&s->up);
     lb_half_release(&s->down);
     close(s->cfd);

@@ -217,6 +217,8 @@ lb_worker_init(struct lb_worker *w, struct lb_daemon *d, unsigned id,
     w->daemon = d;
     w->gen = g;
     lb_gen_ref(g);
+    if (id == 0)
+        lb_session_salt_init();         /* before any worker thread runs */
     w->io_fd = epoll_create1(EPOLL_CLOEXEC);
     /* The coarse clock: the precise one costs a timerfd_settime every loop
      * turn (4% of a worker's CPU on keep-alive requests). The sessions keep

@@ -46,6 +46,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     memset(spec, 0, sizeof(*spec));
     spec->id = srv->b->id;
     spec->kind = pc->check;
+    spec->send_proxy = hc_check_send_proxy(pc->check_send_proxy, srv->conf->send_proxy);
     memcpy(&spec->addr, &srv->conf->addr.ss, sizeof(spec->addr));
     spec->addr_len = srv->conf->addr.len;
     if (pc->check_port != 0) {

@@ -420,8 +420,10 @@ lb_gen_free(struct lb_gen *g)
         for (size_t i = 0; i < g->conf->nfrontends; i++) {
             lb_listen_unref(g->frontends[i].listen);
             if (g->frontends[i].stats != NULL &&
-                atomic_fetch_sub(&g->frontends[i].stats->refs, 1) == 1)
+                atomic_fetch_sub(&g->frontends[i].stats->refs, 1) == 1) {
+                lb_sources_free(g->frontends[i].stats->sources);
                 free(g->frontends[i].stats);
+            }
         }
     }
     for (size_t i = 0; i < g->ngone; i++)
@@ -469,6 +471,19 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
             return -1;
         }
         atomic_init(&fe->stats->refs, 1);
+    }
+    /* The table outlives generations with the frontend's name, so that a
+     * reload keeps its counts; the first limit makes it, a new size
+     * resizes it (under its lock: older generations' workers use it). */
+    if (cf->max_connections_per_source != 0 || cf->rate_per_source != 0) {
+        if (fe->stats->sources == NULL)
+            fe->stats->sources = lb_sources_new(cf->source_table_size);
+        else
+            lb_sources_resize(fe->stats->sources, cf->source_table_size);
+        if (fe->stats->sources == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
     }
     if (fe->listen == NULL) {
         char lerr[448];     /* "listen on ADDR: ERROR" */

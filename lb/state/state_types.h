@@ -17,6 +17,7 @@
 #include "bal.h"
 #include "conf.h"
 #include "core.h"
+#include "data.h"               /* enum lb_deny_reason */
 #include "hc.h"
 
 /* A heartbeat's note, as shown in /stats and the logs. */
@@ -160,6 +161,11 @@ struct lb_fe_stats {
     _Atomic uint64_t retries;           /* connect attempts after a failed one */
     _Atomic uint64_t no_server;         /* closed without a server */
     _Atomic uint64_t accept_failures;   /* accept(2) out of descriptors, memory */
+    _Atomic uint64_t denied[LB_DENY_REASONS];       /* refused clients, by reason */
+    _Atomic uint64_t proxy_bad[LB_PROXY_BADS];      /* refused PROXY headers */
+    struct lb_sources *sources;         /* per-source counts (data.h), made by
+                                           the first generation that set a
+                                           per-source limit; NULL before */
 };
 
 struct lb_frontend {

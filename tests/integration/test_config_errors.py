@@ -235,6 +235,76 @@ class ConfigErrorsTest(LbTestCase):
         lines.append("check_reuse = sometimes")
         self.assertOneProblem(self.write(lines), len(lines), ["check_reuse", "sometimes"])
 
+    # ------------------------------- PROXY protocol, access lists, limits
+
+    def test_proxy_and_access_keys_ok(self):
+        lines = base_lines()
+        n = line_of(lines, "pool = web")
+        lines[n:n] = ["accept_proxy = any",
+                      "accept_proxy_from = 127.0.0.1, ::1, 10.0.0.0/8",
+                      "accept_proxy_timeout = 500ms",
+                      "allow = 127.0.0.0/8, 2001:db8::/32",
+                      "deny = 127.0.0.2",
+                      "max_connections_per_source = 10",
+                      "rate_per_source = 100/s",
+                      "source_table_size = 1024",
+                      "source_ipv6_prefix = 56"]
+        lines[line_of(lines, "server = web2") - 1] = "server = web2 127.0.0.1:9002 send_proxy=v1"
+        lines += ["send_proxy = v2", "check_send_proxy = on"]
+        code, out, err = lb_test(self.write(lines))
+        self.assertEqual((code, out.strip()), (0, "configuration OK"), f"stderr: {err!r}")
+
+    def test_accept_proxy_needs_its_balancers(self):
+        # Without accept_proxy_from anyone could claim any client address:
+        # refused at the accept_proxy line.
+        lines = base_lines()
+        n = line_of(lines, "pool = web")
+        lines.insert(n, "accept_proxy = v2")
+        msg = self.assertOneProblem(self.write(lines), n + 1, ["accept_proxy"])
+        self.assertEqual(msg, "accept_proxy = v2 needs accept_proxy_from: the addresses of "
+                              "the balancers allowed to send a PROXY header")
+        # The list without accept_proxy reads no header: refused at its line.
+        lines = base_lines()
+        lines.insert(n, "accept_proxy_from = 10.0.0.0/8")
+        msg = self.assertOneProblem(self.write(lines), n + 1, ["accept_proxy_from"])
+        self.assertEqual(msg, "accept_proxy_from needs accept_proxy = v1, v2 or any (with "
+                              "accept_proxy off, no PROXY header is read)")
+
+    def test_bad_access_values(self):
+        for line, want in (
+                ("allow = 10.1.2.3/8",
+                 'allow: "10.1.2.3/8" has bits set past its /8: did you mean 10.0.0.0/8?'),
+                ("deny = 10.0.0.0/8,,192.0.2.7",
+                 'deny: "10.0.0.0/8,,192.0.2.7" has an empty item (expected addresses or '
+                 'ADDR/PREFIX blocks, e.g. 10.0.0.0/8, 2001:db8::/32, 192.0.2.7)'),
+                ("allow = localhost",
+                 'allow: "localhost" is not an IPv4 or IPv6 address (write ADDR or '
+                 'ADDR/PREFIX, e.g. 192.0.2.7 or 10.0.0.0/8; names are not looked up)'),
+                ("rate_per_source = 10",
+                 'rate_per_source: "10" needs its unit: write N/s, e.g. 10/s (new '
+                 'connections per second)'),
+                ("rate_per_source = 10/m",
+                 'rate_per_source: "10/m": the rate is per second (write N/s, e.g. 100/s)'),
+                ("source_ipv6_prefix = 129",
+                 "source_ipv6_prefix: 129 is out of range (1..128)")):
+            with self.subTest(line=line):
+                lines = base_lines()
+                n = line_of(lines, "pool = web")
+                lines.insert(n, line)
+                msg = self.assertOneProblem(self.write(lines), n + 1, [line.split()[0]])
+                self.assertEqual(msg, want)
+
+    def test_bad_send_proxy(self):
+        lines = base_lines()
+        n = line_of(lines, "server = web2")
+        lines[n - 1] = "server = web2 127.0.0.1:9002 send_proxy=any"
+        msg = self.assertOneProblem(self.write(lines), n, ["web2"])
+        self.assertEqual(msg, 'server web2: send_proxy "any" is not one of off, v1 or v2')
+        lines = base_lines()
+        lines.append("send_proxy = on")
+        msg = self.assertOneProblem(self.write(lines), len(lines), ["send_proxy"])
+        self.assertEqual(msg, 'send_proxy: "on" is not one of off, v1 or v2')
+
     # ------------------------------------------------------ bad: servers
 
     def test_server_without_port(self):

@@ -612,7 +612,7 @@ test_servers(void)
 {
     EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1 127.0.0.1\n",
                   "@:5: server: \"web1 127.0.0.1\" has no port (use NAME "
-                  "HOST:PORT [weight=N] [max_connections=N])\n");
+                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n");
     EXPECT_ERRORS(FRONTEND POOL "server = web1 127.0.0.1:9002\n",
                   "@:6: server \"web1\" is already defined at line 5 in pool "
                   "web\n");
@@ -630,19 +630,274 @@ test_servers(void)
                   "@:6: server web2: weight 0 is out of range (1..256)\n"
                   "@:7: server web3: weight 257 is out of range (1..256)\n"
                   "@:8: server web4: unknown option \"backup\" (use NAME "
-                  "HOST:PORT [weight=N] [max_connections=N])\n"
+                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n"
                   "@:9: server: name \"web/5\" is invalid (use 1 to 63 of "
                   "A-Z a-z 0-9 _ . - : @ [ ])\n");
     /* the rejected server explains the empty pool: no second message */
     EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1\n",
                   "@:5: server: \"web1\" has no address (use NAME HOST:PORT "
-                  "[weight=N] [max_connections=N])\n");
+                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n");
     /* the same name in two pools is fine */
     {
         struct conf *c = LOAD_OK(FRONTEND POOL "[pool api]\n"
                                  "server = web1 127.0.0.1:9001\n");
         conf_free(c);
     }
+}
+
+/* A frontend's keys go between these: line 4 on, then its pool. */
+#define FE_HEAD "[frontend web]\nlisten = 127.0.0.1:8080\npool = web\n"
+
+/* send_proxy: a server line's own, else its pool's, wherever the pool's
+ * line is; the API's and DNS's servers take the pool's at once. */
+static void
+test_send_proxy(void)
+{
+    struct conf *c, *d;
+    char err[256];
+
+    c = LOAD_OK(FRONTEND "[pool web]\n"
+                "server = a 127.0.0.1:9001\n"                   /* before the pool's */
+                "server = b 127.0.0.1:9002 send_proxy=off\n"
+                "server = c 127.0.0.1:9003 send_proxy=v1\n"
+                "send_proxy = v2\n"
+                "server = e 127.0.0.1:9004\n"                   /* after it */
+                "check_send_proxy = on\n"
+                "[pool other]\n"
+                "server = o1 127.0.0.1:9101 send_proxy=v2\n"
+                "server = o2 127.0.0.1:9102\n");
+    if (c == NULL)
+        return;
+    CHECK_EQ_INT(c->pools[0].send_proxy, CONF_PROXY_V2);
+    CHECK(c->pools[0].check_send_proxy);
+    CHECK_EQ_INT(c->pools[0].servers[0].send_proxy, CONF_PROXY_V2);
+    CHECK_EQ_INT(c->pools[0].servers[1].send_proxy, CONF_PROXY_OFF);
+    CHECK_EQ_INT(c->pools[0].servers[2].send_proxy, CONF_PROXY_V1);
+    CHECK_EQ_INT(c->pools[0].servers[3].send_proxy, CONF_PROXY_V2);
+    /* the other pool: its default, off */
+    CHECK_EQ_INT(c->pools[1].send_proxy, CONF_PROXY_OFF);
+    CHECK(!c->pools[1].check_send_proxy);
+    CHECK_EQ_INT(c->pools[1].servers[0].send_proxy, CONF_PROXY_V2);
+    CHECK_EQ_INT(c->pools[1].servers[1].send_proxy, CONF_PROXY_OFF);
+
+    /* added later (admin API, DNS): resolved from the pool at once, in a
+     * copy as in the original */
+    d = conf_dup(c);
+    CHECK(d != NULL);
+    if (d != NULL) {
+        CHECK_EQ_INT(conf_pool_add_server(d, 0, "m1 127.0.0.1:9201", CONF_SOURCE_API, err,
+                                          sizeof(err)), 0);
+        CHECK_EQ_INT(conf_pool_add_server(d, 0, "m2 127.0.0.1:9202 send_proxy=v1",
+                                          CONF_SOURCE_DNS, err, sizeof(err)), 0);
+        CHECK_EQ_INT(conf_pool_add_server(d, 1, "m3 127.0.0.1:9203", CONF_SOURCE_API, err,
+                                          sizeof(err)), 0);
+        CHECK_EQ_INT(d->pools[0].nservers, 6);
+        CHECK_EQ_INT(d->pools[0].servers[4].send_proxy, CONF_PROXY_V2);
+        CHECK_EQ_INT(d->pools[0].servers[5].send_proxy, CONF_PROXY_V1);
+        CHECK_EQ_INT(d->pools[1].servers[2].send_proxy, CONF_PROXY_OFF);
+        /* the servers before keep theirs */
+        CHECK_EQ_INT(d->pools[0].servers[1].send_proxy, CONF_PROXY_OFF);
+        CHECK_EQ_INT(conf_pool_add_server(d, 0, "m4 127.0.0.1:9204 send_proxy=v3",
+                                          CONF_SOURCE_API, err, sizeof(err)), -1);
+        CHECK_EQ_STR(err, "server m4: send_proxy \"v3\" is not one of off, v1 or v2");
+        CHECK_EQ_INT(d->pools[0].nservers, 6);
+    }
+    conf_free(d);
+    conf_free(c);
+
+    CHECK_EQ_STR(conf_proxy_name(CONF_PROXY_OFF), "off");
+    CHECK_EQ_STR(conf_proxy_name(CONF_PROXY_V1), "v1");
+    CHECK_EQ_STR(conf_proxy_name(CONF_PROXY_V2), "v2");
+    CHECK_EQ_STR(conf_proxy_name(CONF_PROXY_ANY), "any");
+    CHECK_EQ_STR(conf_proxy_name((enum conf_proxy)4), "unknown");
+
+    EXPECT_ERRORS(FRONTEND POOL "send_proxy = any\n",
+                  "@:6: send_proxy: \"any\" is not one of off, v1 or v2\n");
+    EXPECT_ERRORS(FRONTEND POOL "send_proxy = on\n",
+                  "@:6: send_proxy: \"on\" is not one of off, v1 or v2\n");
+    EXPECT_ERRORS(FRONTEND POOL "check_send_proxy = v2\n",
+                  "@:6: check_send_proxy: \"v2\" is not on or off (use on/off, yes/no, "
+                  "true/false or 1/0)\n");
+    EXPECT_ERRORS(FRONTEND POOL "send_proxy = v1\nsend_proxy = v2\n",
+                  "@:7: send_proxy: already set at line 6\n");
+    EXPECT_ERRORS(FRONTEND POOL "server = b 127.0.0.1:9002 send_proxy=yes\n",
+                  "@:6: server b: send_proxy \"yes\" is not one of off, v1 or v2\n");
+    EXPECT_ERRORS(FRONTEND POOL "server = b 127.0.0.1:9002 send_proxy=v1 send_proxy=v1\n",
+                  "@:6: server b: send_proxy is given twice\n");
+}
+
+/* The frontend's PROXY header, access lists and per-source limits. */
+static void
+test_frontend_access(void)
+{
+    struct conf *c, *d;
+    const struct conf_frontend *fe;
+
+    c = LOAD_OK(FRONTEND POOL);
+    if (c != NULL) {
+        fe = &c->frontends[0];
+        CHECK_EQ_INT(fe->accept_proxy, CONF_PROXY_OFF);
+        CHECK_EQ_INT(fe->accept_proxy_from.n, 0);
+        CHECK_EQ_INT(fe->accept_proxy_timeout_ms, 3000);
+        CHECK_EQ_INT(fe->allow.n, 0);
+        CHECK_EQ_INT(fe->deny.n, 0);
+        CHECK_EQ_INT(fe->max_connections_per_source, 0);
+        CHECK_EQ_INT(fe->rate_per_source, 0);
+        CHECK_EQ_INT(fe->source_table_size, 65536);
+        CHECK_EQ_INT(fe->source_ipv6_prefix, 64);
+        CHECK_EQ_INT(c->pools[0].send_proxy, CONF_PROXY_OFF);
+        CHECK_EQ_INT(c->pools[0].servers[0].send_proxy, CONF_PROXY_OFF);
+        CHECK(!c->pools[0].check_send_proxy);
+    }
+    conf_free(c);
+
+    c = LOAD_OK(FE_HEAD
+                "accept_proxy = any\n"
+                "accept_proxy_from = 10.0.0.0/8, 2001:db8::1\n"
+                "accept_proxy_timeout = 250ms\n"
+                "allow = 192.0.2.0/24,198.51.100.7,::ffff:203.0.113.0/120\n"
+                "deny = 192.0.2.128/25\n"
+                "max_connections_per_source = 10\n"
+                "rate_per_source = 50/s\n"
+                "source_table_size = 16777216\n"
+                "source_ipv6_prefix = 128\n"
+                "[frontend empty]\nlisten = 127.0.0.1:8081\npool = web\n"
+                "accept_proxy = off\naccept_proxy_from =\nallow =\ndeny =\n"
+                "rate_per_source = 1000000/s\nsource_table_size = 1\n"
+                "source_ipv6_prefix = 1\nmax_connections_per_source = 1000000\n"
+                "[frontend v1]\nlisten = 127.0.0.1:8082\npool = web\n"
+                "accept_proxy = v1\naccept_proxy_from = 127.0.0.1\n"
+                "[frontend v2]\nlisten = 127.0.0.1:8083\npool = web\n"
+                "accept_proxy = v2\naccept_proxy_from = ::1\n"
+                POOL);
+    if (c != NULL) {
+        static const uint8_t v6[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 1 };
+        static const uint8_t mapped[4] = { 203, 0, 113, 0 };
+
+        fe = &c->frontends[0];
+        CHECK_EQ_INT(fe->accept_proxy, CONF_PROXY_ANY);
+        CHECK_EQ_INT(fe->accept_proxy_from.n, 2);
+        CHECK_EQ_INT(fe->accept_proxy_from.v[0].family, AF_INET);
+        CHECK_EQ_INT(fe->accept_proxy_from.v[0].prefix, 8);
+        CHECK_EQ_INT(fe->accept_proxy_from.v[0].addr[0], 10);
+        CHECK_EQ_INT(fe->accept_proxy_from.v[1].family, AF_INET6);
+        CHECK_EQ_INT(fe->accept_proxy_from.v[1].prefix, 128);
+        CHECK(memcmp(fe->accept_proxy_from.v[1].addr, v6, 16) == 0);
+        CHECK_EQ_INT(fe->accept_proxy_timeout_ms, 250);
+        CHECK_EQ_INT(fe->allow.n, 3);
+        CHECK_EQ_INT(fe->allow.v[1].prefix, 32);
+        CHECK_EQ_INT(fe->allow.v[1].addr[3], 7);
+        CHECK_EQ_INT(fe->allow.v[2].family, AF_INET);       /* mapped: its IPv4 */
+        CHECK_EQ_INT(fe->allow.v[2].prefix, 24);
+        CHECK(memcmp(fe->allow.v[2].addr, mapped, 4) == 0);
+        CHECK_EQ_INT(fe->deny.n, 1);
+        CHECK_EQ_INT(fe->deny.v[0].prefix, 25);
+        CHECK_EQ_INT(fe->deny.v[0].addr[3], 128);
+        CHECK_EQ_INT(fe->max_connections_per_source, 10);
+        CHECK_EQ_INT(fe->rate_per_source, 50);
+        CHECK_EQ_INT(fe->source_table_size, 16777216);
+        CHECK_EQ_INT(fe->source_ipv6_prefix, 128);
+        fe = &c->frontends[1];
+        CHECK_EQ_INT(fe->accept_proxy, CONF_PROXY_OFF);
+        CHECK_EQ_INT(fe->accept_proxy_from.n, 0);
+        CHECK_EQ_INT(fe->allow.n, 0);
+        CHECK_EQ_INT(fe->deny.n, 0);
+        CHECK_EQ_INT(fe->rate_per_source, 1000000);
+        CHECK_EQ_INT(fe->source_table_size, 1);
+        CHECK_EQ_INT(fe->source_ipv6_prefix, 1);
+        CHECK_EQ_INT(fe->max_connections_per_source, 1000000);
+        CHECK_EQ_INT(c->frontends[2].accept_proxy, CONF_PROXY_V1);
+        CHECK_EQ_INT(c->frontends[3].accept_proxy, CONF_PROXY_V2);
+        CHECK_EQ_INT(c->frontends[3].accept_proxy_from.v[0].family, AF_INET6);
+
+        /* a copy holds the lists by value */
+        d = conf_dup(c);
+        CHECK(d != NULL);
+        if (d != NULL) {
+            CHECK(memcmp(&d->frontends[0].allow, &c->frontends[0].allow,
+                         sizeof(struct conf_cidrs)) == 0);
+            CHECK(memcmp(&d->frontends[0].accept_proxy_from, &c->frontends[0].accept_proxy_from,
+                         sizeof(struct conf_cidrs)) == 0);
+            CHECK(d->frontends != c->frontends);
+            CHECK_EQ_INT(d->frontends[0].rate_per_source, 50);
+            CHECK_EQ_INT(d->frontends[0].accept_proxy, CONF_PROXY_ANY);
+        }
+        conf_free(d);
+    }
+    conf_free(c);
+
+    /* accept_proxy and accept_proxy_from go together, each error at the
+     * key that is there */
+    EXPECT_ERRORS(FE_HEAD "accept_proxy = v2\n" POOL,
+                  "@:4: accept_proxy = v2 needs accept_proxy_from: the addresses of the "
+                  "balancers allowed to send a PROXY header\n");
+    EXPECT_ERRORS(FE_HEAD "accept_proxy = any\naccept_proxy_from =\n" POOL,
+                  "@:4: accept_proxy = any needs accept_proxy_from: the addresses of the "
+                  "balancers allowed to send a PROXY header\n");
+    EXPECT_ERRORS(FE_HEAD "accept_proxy_from = 10.0.0.0/8\n" POOL,
+                  "@:4: accept_proxy_from needs accept_proxy = v1, v2 or any (with "
+                  "accept_proxy off, no PROXY header is read)\n");
+    EXPECT_ERRORS(FE_HEAD "accept_proxy_from = 10.0.0.0/8\naccept_proxy = off\n" POOL,
+                  "@:4: accept_proxy_from needs accept_proxy = v1, v2 or any (with "
+                  "accept_proxy off, no PROXY header is read)\n");
+    /* a rejected value of either is its only message */
+    EXPECT_ERRORS(FE_HEAD "accept_proxy = v3\naccept_proxy_from = 10.0.0.0/8\n" POOL,
+                  "@:4: accept_proxy: \"v3\" is not one of off, v1, v2 or any\n");
+    EXPECT_ERRORS(FE_HEAD "accept_proxy = v1\naccept_proxy_from = 10.0.0.1/8\n" POOL,
+                  "@:5: accept_proxy_from: \"10.0.0.1/8\" has bits set past its /8: did "
+                  "you mean 10.0.0.0/8?\n");
+
+    EXPECT_ERRORS(FE_HEAD
+                  "allow = 10.1.2.3/8\n"
+                  "deny = 10.0.0.0/8,,192.0.2.7\n"
+                  "accept_proxy_timeout = 0\n"
+                  "max_connections_per_source = 1000001\n"
+                  "rate_per_source = 10\n"
+                  "source_table_size = 0\n"
+                  "source_ipv6_prefix = 129\n"
+                  POOL,
+                  "@:4: allow: \"10.1.2.3/8\" has bits set past its /8: did you mean "
+                  "10.0.0.0/8?\n"
+                  "@:5: deny: \"10.0.0.0/8,,192.0.2.7\" has an empty item (expected "
+                  "addresses or ADDR/PREFIX blocks, e.g. 10.0.0.0/8, 2001:db8::/32, "
+                  "192.0.2.7)\n"
+                  "@:6: accept_proxy_timeout: 0 is out of range (1ms..1h)\n"
+                  "@:7: max_connections_per_source: 1000001 is out of range (0..1000000)\n"
+                  "@:8: rate_per_source: \"10\" needs its unit: write N/s, e.g. 10/s (new "
+                  "connections per second)\n"
+                  "@:9: source_table_size: 0 is out of range (1..16777216)\n"
+                  "@:10: source_ipv6_prefix: 129 is out of range (1..128)\n");
+    EXPECT_ERRORS(FE_HEAD
+                  "allow = lb.example.com\n"
+                  "deny = 2001:db8::/129\n"
+                  "accept_proxy_timeout = 2h\n"
+                  "rate_per_source = 10/m\n"
+                  "source_table_size = 16777217\n"
+                  "source_ipv6_prefix = 0\n"
+                  POOL,
+                  "@:4: allow: \"lb.example.com\" is not an IPv4 or IPv6 address (write "
+                  "ADDR or ADDR/PREFIX, e.g. 192.0.2.7 or 10.0.0.0/8; names are not "
+                  "looked up)\n"
+                  "@:5: deny: \"2001:db8::/129\": the prefix after / is not 0..128\n"
+                  "@:6: accept_proxy_timeout: 2h is out of range (1ms..1h)\n"
+                  "@:7: rate_per_source: \"10/m\": the rate is per second (write N/s, "
+                  "e.g. 100/s)\n"
+                  "@:8: source_table_size: 16777217 is out of range (1..16777216)\n"
+                  "@:9: source_ipv6_prefix: 0 is out of range (1..128)\n");
+    EXPECT_ERRORS(FE_HEAD "rate_per_source = 1000001/s\nallow = 10.0.0.0/8\n"
+                  "allow = 10.0.0.0/8\n" POOL,
+                  "@:4: rate_per_source: 1000001/s is out of range (0/s..1000000/s)\n"
+                  "@:6: allow: already set at line 5\n");
+    EXPECT_ERRORS(FE_HEAD "rate_per_source =\n" POOL,
+                  "@:4: rate_per_source: empty value (expected a rate N/s, e.g. 100/s; "
+                  "0/s for no limit)\n");
+    /* frontend keys in a pool, pool keys in a frontend */
+    EXPECT_ERRORS(FRONTEND POOL "allow = 10.0.0.0/8\n",
+                  "@:6: unknown key \"allow\" in [pool web]\n");
+    EXPECT_ERRORS(FE_HEAD "send_proxy = v2\n" POOL,
+                  "@:4: unknown key \"send_proxy\" in [frontend web]\n");
+    /* More than CONF_CIDRS_MAX blocks cannot be written: a line holds at
+     * most 198 characters (conf_value_test covers the parser's limit). */
 }
 
 /* The message of getaddrinfo may vary with the libc: check the rest. */
@@ -1239,6 +1494,8 @@ main(void)
     test_keys();
     test_values();
     test_servers();
+    test_send_proxy();
+    test_frontend_access();
     test_unresolvable();
     test_references();
     test_check_timeout();

@@ -349,6 +349,187 @@ test_hosts(void)
     }
 }
 
+/* A block as text, "ADDR/PREFIX" with the family's inet_ntop. */
+static const char *
+cidr_text(const struct conf_cidr *b, char *buf, size_t len)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+
+    inet_ntop(b->family, b->addr, a, sizeof(a));
+    snprintf(buf, len, "%s/%u", a, b->prefix);
+    return buf;
+}
+
+#define CIDRS_EXPECTED "(expected addresses or ADDR/PREFIX blocks, e.g. " \
+                       "10.0.0.0/8, 2001:db8::/32, 192.0.2.7)"
+#define CIDR_NOT_ADDR "is not an IPv4 or IPv6 address (write ADDR or " \
+                      "ADDR/PREFIX, e.g. 192.0.2.7 or 10.0.0.0/8; names are " \
+                      "not looked up)"
+
+static void
+test_cidrs(void)
+{
+    static const struct { const char *in; const char *want; } good[] = {
+        { "10.0.0.0/8", "10.0.0.0/8" },
+        { "192.0.2.7", "192.0.2.7/32" },
+        { "0.0.0.0/0", "0.0.0.0/0" },
+        { "192.0.2.7/32", "192.0.2.7/32" },
+        { "10.128.0.0/9", "10.128.0.0/9" },
+        { "10.0.0.0/008", "10.0.0.0/8" },
+        { "2001:db8::/32", "2001:db8::/32" },
+        { "::1", "::1/128" },
+        { "::/0", "::/0" },
+        { "2001:DB8:0:0:8000::/65", "2001:db8:0:0:8000::/65" },
+        { "fe80::/10", "fe80::/10" },
+        /* the longest address text, and a prefix with leading zeros */
+        { "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/00128",
+          "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128" },
+        /* IPv4-mapped: stored as the IPv4 block (the matcher takes a mapped
+         * client for its IPv4 address) */
+        { "::ffff:10.0.0.0/104", "10.0.0.0/8" },
+        { "::ffff:192.0.2.7", "192.0.2.7/32" },
+        { "::ffff:0.0.0.0/96", "0.0.0.0/0" },
+        /* shorter than /96 it covers more than the mapped space: as written */
+        { "::/95", "::/95" },
+    };
+    static const struct { const char *key; const char *err; } bad[] = {
+        { "", "empty value " CIDRS_EXPECTED },
+        { "10.0.0.0/8,,192.0.2.7", "\"10.0.0.0/8,,192.0.2.7\" has an empty item "
+                                   CIDRS_EXPECTED },
+        { "10.0.0.0/8,", "\"10.0.0.0/8,\" has an empty item " CIDRS_EXPECTED },
+        { ",", "\",\" has an empty item " CIDRS_EXPECTED },
+        { "10.1.2.3/8", "\"10.1.2.3/8\" has bits set past its /8: did you mean "
+                        "10.0.0.0/8?" },
+        { "192.0.2.7/31", "\"192.0.2.7/31\" has bits set past its /31: did you "
+                          "mean 192.0.2.6/31?" },
+        { "10.0.0.1/0", "\"10.0.0.1/0\" has bits set past its /0: did you mean "
+                        "0.0.0.0/0?" },
+        { "2001:db8::1/64", "\"2001:db8::1/64\" has bits set past its /64: did "
+                            "you mean 2001:db8::/64?" },
+        { "::ffff:10.1.0.0/104", "\"::ffff:10.1.0.0/104\" has bits set past its "
+                                 "/104: did you mean ::ffff:10.0.0.0/104?" },
+        { "10.0.0.0/33", "\"10.0.0.0/33\": the prefix after / is not 0..32" },
+        { "::/129", "\"::/129\": the prefix after / is not 0..128" },
+        { "10.0.0.0/", "\"10.0.0.0/\": the prefix after / is not 0..32" },
+        { "10.0.0.0/-1", "\"10.0.0.0/-1\": the prefix after / is not 0..32" },
+        { "10.0.0.0/+8", "\"10.0.0.0/+8\": the prefix after / is not 0..32" },
+        { "10.0.0.0/8/8", "\"10.0.0.0/8/8\": the prefix after / is not 0..32" },
+        { "10.0.0.0/0x8", "\"10.0.0.0/0x8\": the prefix after / is not 0..32" },
+        { "10.0.0.0/99999999999999999999999", "\"10.0.0.0/99999999999999999999999\": "
+                                              "the prefix after / is not 0..32" },
+        { "lb.example.com", "\"lb.example.com\" " CIDR_NOT_ADDR },
+        { "localhost/32", "\"localhost/32\" " CIDR_NOT_ADDR },
+        { "10.0.0", "\"10.0.0\" " CIDR_NOT_ADDR },
+        { "10.0.0.256", "\"10.0.0.256\" " CIDR_NOT_ADDR },
+        { "010.0.0.1", "\"010.0.0.1\" " CIDR_NOT_ADDR },
+        { "/8", "\"/8\" " CIDR_NOT_ADDR },
+        { "10.0.0.0 /8", "\"10.0.0.0 /8\" " CIDR_NOT_ADDR },
+        { "10.0.0.0 10.0.0.1", "\"10.0.0.0 10.0.0.1\" " CIDR_NOT_ADDR },
+        { "fe80::1%eth0", "\"fe80::1%eth0\" " CIDR_NOT_ADDR },
+        { "1:2:3:4:5:6:7:8:9", "\"1:2:3:4:5:6:7:8:9\" " CIDR_NOT_ADDR },
+        { "[2001:db8::]/32", "\"[2001:db8::]/32\": write an IPv6 block without "
+                             "brackets (e.g. 2001:db8::/32)" },
+        /* an address longer than any address's text */
+        { "1111:2222:3333:4444:5555:6666:255.255.255.2555/8",
+          "\"1111:2222:3333:4444:5555:6666:255.255.255.2555/8\" " CIDR_NOT_ADDR },
+    };
+    struct conf_cidrs l;
+    char err[512], text[80], many[64 * 16 + 32];
+    size_t at = 0;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        err[0] = '\0';
+        CHECK_EQ_INT(conf_parse_cidrs(good[i].in, &l, err, sizeof(err)), 0);
+        CHECK_EQ_STR(err, "");
+        CHECK_EQ_INT(l.n, 1);
+        CHECK_EQ_STR(cidr_text(&l.v[0], text, sizeof(text)), good[i].want);
+    }
+    CHECK_EQ_INT(conf_parse_cidrs("192.0.2.7", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(l.v[0].family, AF_INET);
+    CHECK_EQ_INT(conf_parse_cidrs("::ffff:192.0.2.7", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(l.v[0].family, AF_INET);
+    CHECK_EQ_INT(conf_parse_cidrs("::1", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(l.v[0].family, AF_INET6);
+
+    /* lists: blanks around items, mixed families, in the order written */
+    CHECK_EQ_INT(conf_parse_cidrs(" 10.0.0.0/8 ,\t2001:db8::/32,192.0.2.7", &l, err,
+                                  sizeof(err)), 0);
+    CHECK_EQ_INT(l.n, 3);
+    CHECK_EQ_STR(cidr_text(&l.v[0], text, sizeof(text)), "10.0.0.0/8");
+    CHECK_EQ_STR(cidr_text(&l.v[1], text, sizeof(text)), "2001:db8::/32");
+    CHECK_EQ_STR(cidr_text(&l.v[2], text, sizeof(text)), "192.0.2.7/32");
+    CHECK_EQ_INT(l.v[1].family, AF_INET6);
+
+    /* CONF_CIDRS_MAX blocks, then one more */
+    for (int i = 0; i < CONF_CIDRS_MAX; i++)
+        at += (size_t)snprintf(many + at, sizeof(many) - at, "%s10.0.%d.0/24", i ? "," : "",
+                               i);
+    CHECK_EQ_INT(conf_parse_cidrs(many, &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(l.n, CONF_CIDRS_MAX);
+    CHECK_EQ_STR(cidr_text(&l.v[CONF_CIDRS_MAX - 1], text, sizeof(text)), "10.0.63.0/24");
+    snprintf(many + at, sizeof(many) - at, ",192.0.2.7");
+    CHECK_EQ_INT(conf_parse_cidrs(many, &l, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "more than 64 addresses or blocks (longer lists belong in the "
+                 "firewall, e.g. an nftables set)");
+
+    /* an error leaves *out as it was */
+    CHECK_EQ_INT(conf_parse_cidrs("192.0.2.0/24", &l, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        CHECK_EQ_INT(conf_parse_cidrs(bad[i].key, &l, err, sizeof(err)), -1);
+        CHECK_EQ_STR(err, bad[i].err);
+        CHECK_EQ_INT(l.n, 1);
+        CHECK_EQ_STR(cidr_text(&l.v[0], text, sizeof(text)), "192.0.2.0/24");
+    }
+    /* a bad item anywhere in the list fails the whole list */
+    CHECK_EQ_INT(conf_parse_cidrs("10.0.0.0/8, 10.1.2.3/16", &l, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "\"10.1.2.3/16\" has bits set past its /16: did you mean "
+                 "10.1.0.0/16?");
+    CHECK_EQ_INT(l.n, 1);
+}
+
+static void
+test_rate(void)
+{
+    static const struct { const char *in; int rc; uint64_t v; const char *err; }
+    cases[] = {
+        { "0/s", 0, 0, NULL },
+        { "100/s", 0, 100, NULL },
+        { "1000000/s", 0, 1000000, NULL },
+        { "007/s", 0, 7, NULL },
+        { "", -1, 0, "empty value (expected a rate N/s, e.g. 100/s; 0/s for no limit)" },
+        { "10", -1, 0, "\"10\" needs its unit: write N/s, e.g. 10/s (new connections "
+                       "per second)" },
+        { "0", -1, 0, "\"0\" needs its unit: write N/s, e.g. 0/s (new connections per "
+                      "second)" },
+        { "10/m", -1, 0, "\"10/m\": the rate is per second (write N/s, e.g. 100/s)" },
+        { "10/sec", -1, 0, "\"10/sec\": the rate is per second (write N/s, e.g. 100/s)" },
+        { "10/S", -1, 0, "\"10/S\": the rate is per second (write N/s, e.g. 100/s)" },
+        { "10/", -1, 0, "\"10/\": the rate is per second (write N/s, e.g. 100/s)" },
+        { "10/s ", -1, 0, "\"10/s \": the rate is per second (write N/s, e.g. 100/s)" },
+        { "/s", -1, 0, "\"/s\" is not a rate (write N/s, e.g. 100/s)" },
+        { "x/s", -1, 0, "\"x/s\" is not a rate (write N/s, e.g. 100/s)" },
+        { "-1/s", -1, 0, "\"-1/s\" is not a rate (write N/s, e.g. 100/s)" },
+        { "1.5/s", -1, 0, "\"1.5/s\" is not a rate (write N/s, e.g. 100/s)" },
+        { "10 /s", -1, 0, "\"10 /s\" is not a rate (write N/s, e.g. 100/s)" },
+        { "100ms", -1, 0, "\"100ms\" is not a rate (write N/s, e.g. 100/s)" },
+        { "99999999999999999999999/s", -1, 0, "\"99999999999999999999999/s\" is too large" },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[256] = "";
+        uint64_t v = 12345;
+
+        CHECK_EQ_INT(conf_parse_rate(cases[i].in, &v, err, sizeof(err)), cases[i].rc);
+        if (cases[i].rc == 0) {
+            CHECK_EQ_INT(v, cases[i].v);
+        } else {
+            CHECK_EQ_STR(err, cases[i].err);
+            CHECK_EQ_INT(v, 12345);
+        }
+    }
+}
+
 static void
 test_name(void)
 {
@@ -533,18 +714,53 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 maxconn=5", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: unknown option \"maxconn=5\" (use NAME HOST:PORT "
-                 "[weight=N] [max_connections=N])");
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+
+    /* send_proxy=: the server's own version, else "the pool's" until
+     * conf_load or conf_pool_add_server resolves it */
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1", name, &srv, err, sizeof(err)), 0);
+    CHECK(srv.send_proxy == CONF_PROXY_POOL);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v2 weight=2", name, &srv, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V2);
+    CHECK_EQ_INT(srv.weight, 2);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v1", name, &srv, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V1);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=off", name, &srv, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_OFF);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=V2", name, &srv, err,
+                                   sizeof(err)), 0);
+    CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V2);
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=any", name, &srv, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: send_proxy \"any\" is not one of off, v1 or v2");
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=", name, &srv, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: send_proxy \"\" is not one of off, v1 or v2");
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2",
+                                   name, &srv, err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: send_proxy \"v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v\" is not one "
+                 "of off, v1 or v2");      /* cut at 31 characters */
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v1 send_proxy=v2", name, &srv,
+                                   err, sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: send_proxy is given twice");
+    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send-proxy", name, &srv, err,
+                                   sizeof(err)), -1);
+    CHECK_EQ_STR(err, "server w: unknown option \"send-proxy\" (use NAME HOST:PORT "
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
 
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: \"web1 127.0.0.1\" has no port (use NAME "
-                 "HOST:PORT [weight=N] [max_connections=N])");
+                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
     CHECK_EQ_INT(conf_parse_server("web1", name, &srv, err, sizeof(err)),
                  -1);
     CHECK_EQ_STR(err, "server: \"web1\" has no address (use NAME HOST:PORT "
-                 "[weight=N] [max_connections=N])");
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
     CHECK_EQ_INT(conf_parse_server("", name, &srv, err, sizeof(err)), -1);
-    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N])");
+    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
     CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
@@ -572,7 +788,7 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: unknown option \"backup\" (use NAME "
-                 "HOST:PORT [weight=N] [max_connections=N])");
+                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
     CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: \"*:80\" has no host");
@@ -632,6 +848,8 @@ main(void)
     test_count_or_percent();
     test_expect();
     test_hosts();
+    test_cidrs();
+    test_rate();
     test_name();
     test_addr();
     test_addr_overlaps();

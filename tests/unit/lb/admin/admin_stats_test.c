@@ -265,7 +265,7 @@ test_stats_json(void)
     CHECK(json_valid(s, len));
     CHECK(len > 0 && s[len - 1] == '\n');
     CHECK(strstr(s, "\"frontends\":[{\"name\":\"web\"") != NULL);
-    CHECK(strstr(s, "\"total_connections\":42}") != NULL);
+    CHECK(strstr(s, "\"total_connections\":42,\"denied\":{\"acl\":0,") != NULL);
     CHECK_EQ_STR(server_field(s, "a", "state", v, sizeof(v)), "\"down\"");
     CHECK_EQ_STR(server_field(s, "a", "consecutive_failures", v, sizeof(v)), "1");
     CHECK_EQ_STR(server_field(s, "a", "result", v, sizeof(v)), "\"failed\"");
