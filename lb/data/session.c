@@ -95,6 +95,8 @@ struct lb_half {
     bool is_shut;                   /* src's EOF passed on to dst */
     bool is_src_ending;             /* src reported a FIN or a reset: read
                                        until it says so */
+    bool is_header_held;            /* buf holds the PROXY header alone,
+                                       waiting for the client's first bytes */
     uint64_t bytes;
 };
 
@@ -181,6 +183,7 @@ static void lb_session_finish(struct lb_session *s, const char *reason);
 static void lb_session_read_again(struct lb_session *s, uint8_t half);
 static int lb_session_watch(struct lb_session *s, int fd, uintptr_t side);
 static bool lb_half_read(struct lb_half *h);
+static bool lb_half_send_held(struct lb_half *h);
 static void lb_half_count(struct lb_half *h, size_t n);
 static void lb_half_release(struct lb_half *h);
 
@@ -516,20 +519,40 @@ lb_session_watch(struct lb_session *s, int fd, uintptr_t side)
     return epoll_ctl(s->w->io_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-/* Sends the server its PROXY header, with the client's first bytes when
- * they are there already (one segment, as HAProxy does), before the relay
- * moves any: the up half's buffer holds what the socket did not take.
- * False when that ended the session. */
+/* How long the PROXY header waits for the client's first bytes: sent with
+ * them it takes one segment, one send and one wakeup of the server instead
+ * of two, and a client's request mostly follows its handshake within
+ * microseconds. A server that speaks first (SMTP, MySQL) gets the header
+ * alone when this runs out: its greeting comes this much later. */
+#define LB_PROXY_HOLD_MS 1
+
+/* A listener bound to one address accepts on that address only: its
+ * connections' local address is known without getsockname(2). */
+static bool
+lb_sockaddr_is_wildcard(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return true;
+}
+
+/* Puts the server's PROXY header in the up half's buffer, held there for
+ * the client's first bytes (lb_half_read_held) or LB_PROXY_HOLD_MS (the
+ * session's timer), whichever comes first: the relay moves no client byte
+ * before it. False when that ended the session. */
 static bool
 lb_session_send_proxy(struct lb_session *s)
 {
     struct lb_half *h = &s->up;
+    const struct conf_addr *listen = &s->fe->conf->listen;
     struct lb_proxy_tlvs tlvs;
     char id[17];
-    size_t len;
-    ssize_t n = 0, w;
 
-    if (s->local.sa.sa_family == 0) {
+    if (s->local.sa.sa_family == 0 && !lb_sockaddr_is_wildcard(&listen->ss)) {
+        memcpy(&s->local, &listen->ss, listen->len);
+    } else if (s->local.sa.sa_family == 0) {
         socklen_t alen = sizeof(s->local);
 
         if (getsockname(s->cfd, &s->local.sa, &alen) == -1) {
@@ -543,34 +566,10 @@ lb_session_send_proxy(struct lb_session *s)
     }
     snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
     tlvs = (struct lb_proxy_tlvs){ .unique_id = id };
-    len = lb_proxy_build((uint8_t *)h->buf->data, s->server->conf->send_proxy, &s->client.sa,
-                         &s->local.sa, &tlvs);
-    /* An EOF (0) is read again by the relay, which passes it on; a reset
-     * ends the session here. */
-    n = recv(s->cfd, h->buf->data + len, LB_BUF_SIZE - len, 0);
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        lb_session_finish(s, "client error");
-        return false;
-    }
-    if (n > 0)
-        lb_half_count(h, (size_t)n);
-    else
-        n = 0;
-    w = send(s->sfd, h->buf->data, len + (size_t)n, MSG_NOSIGNAL);
-    if (w < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            lb_session_finish(s, "server error");
-            return false;
-        }
-        w = 0;
-    }
-    if ((size_t)w == len + (size_t)n) {
-        lb_half_release(h);
-    } else {
-        /* Written on when the server's socket has room (lb_half_flush). */
-        h->off = (uint32_t)w;
-        h->len = (uint32_t)(len + (size_t)n - (size_t)w);
-    }
+    h->off = 0;
+    h->len = (uint32_t)lb_proxy_build((uint8_t *)h->buf->data, s->server->conf->send_proxy,
+                                      &s->client.sa, &s->local.sa, &tlvs);
+    h->is_header_held = true;
     return true;
 }
 
@@ -603,7 +602,8 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
      * that came with the connection). One added to read its PROXY header
      * had its edges taken then: what followed the header is read now. */
     if ((!s->is_client_watched && lb_session_watch(s, s->cfd, 0) == -1) ||
-        lb_session_arm(s, s->pool->conf->idle_timeout_ms) == -1) {
+        lb_session_arm(s, s->up.is_header_held ? LB_PROXY_HOLD_MS
+                                               : s->pool->conf->idle_timeout_ms) == -1) {
         lb_session_finish(s, "event_add failed");
         return;
     }
@@ -1201,6 +1201,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_session_connect(s);
         return;
     }
+    /* The client sent nothing within LB_PROXY_HOLD_MS: the header goes
+     * alone (a server that speaks first waits for it). */
+    if (s->up.is_header_held && !lb_half_send_held(&s->up))
+        return;
     /* Idle: reads only stamp last_active_ms; the timer re-arms itself for
      * the rest of the period instead of being re-added on every read. */
     idle = s->pool->conf->idle_timeout_ms;
@@ -1306,6 +1310,68 @@ lb_half_got(struct lb_half *h, ssize_t n, int round, bool *is_alive)
 
 static bool lb_half_splice(struct lb_half *h);
 
+/* Sends the PROXY header held in h's buffer, with the client bytes read
+ * after it if any; what the socket does not take is written on when it has
+ * room (lb_half_flush). False when that ended the session. */
+static bool
+lb_half_send_held(struct lb_half *h)
+{
+    ssize_t w;
+
+    h->is_header_held = false;
+    w = send(h->dst_fd, h->buf->data, h->len, MSG_NOSIGNAL);
+    if (w < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            lb_session_finish(h->s, lb_half_error_reason(h, false));
+            return false;
+        }
+        w = 0;
+    }
+    if ((uint32_t)w == h->len) {
+        lb_half_release(h);
+    } else {
+        h->off = (uint32_t)w;
+        h->len -= (uint32_t)w;
+    }
+    return true;
+}
+
+/* The client may have sent its first bytes: they join the held header, in
+ * one send. Nothing yet keeps the hold (the timer ends it). False when the
+ * session ended. */
+static bool
+lb_half_read_held(struct lb_half *h)
+{
+    struct lb_session *s = h->s;
+    size_t room = LB_BUF_SIZE - h->len;
+    ssize_t n = recv(h->src_fd, h->buf->data + h->len, room, 0);
+
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return true;
+    if (n < 0) {
+        lb_session_finish(s, lb_half_error_reason(h, true));
+        return false;
+    }
+    if (n > 0) {
+        s->last_active_ms = lb_mono_ms();
+        lb_half_count(h, (size_t)n);
+        h->len += (uint32_t)n;
+    }
+    if (!lb_half_send_held(h))
+        return false;
+    /* The hold is over: the timer goes back to the idle timeout now, not
+     * by firing (a wakeup of the loop for nothing, on most sessions). */
+    if (lb_session_arm(s, s->pool->conf->idle_timeout_ms) == -1) {
+        lb_session_finish(s, "event_add failed");
+        return false;
+    }
+    /* The client's FIN (read again, and passed on, by the plain path) or
+     * more bytes than the buffer had room for. */
+    if (n == 0 || (size_t)n == room || h->is_src_ending)
+        return lb_half_read(h);
+    return true;
+}
+
 /* The source of h may have data. False when the session ended. */
 static bool
 lb_half_read(struct lb_half *h)
@@ -1314,6 +1380,8 @@ lb_half_read(struct lb_half *h)
     ssize_t n, w;
     bool is_alive, is_held = false;
 
+    if (h->is_header_held)
+        return lb_half_read_held(h);
     /* Blocked on the destination (lb_half_flush reads on), or done. */
     if (h->len > 0 || h->is_shut)
         return true;
@@ -1434,7 +1502,8 @@ lb_half_flush(struct lb_half *h)
     struct lb_session *s = h->s;
     ssize_t w;
 
-    if (h->len == 0)
+    /* A held header waits for the client or the timer, not for room. */
+    if (h->len == 0 || h->is_header_held)
         return true;
     if (h->pipe != NULL) {
         if ((w = lb_half_splice_out(h)) != 0)

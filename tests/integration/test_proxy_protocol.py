@@ -119,7 +119,9 @@ class V2BackendTest(LbTestCase):
         lb = self.start_lb(lb_config([("fe", f"{HOST}:{port}", "p", [])],
                                      [("p", [f"server = s {b.addr}", "send_proxy = v2",
                                              "check = none"])]))
-        for size in (1, 100_000):
+        # 0: a client that sends nothing and closes; the header still goes
+        # first, then the FIN.
+        for size in (0, 1, 100_000):
             payload = os.urandom(size)
             s, cport = bound_client()
             self.addCleanup(s.close)
@@ -140,6 +142,34 @@ class V2BackendTest(LbTestCase):
             self.assertRegex(uid, r"^[0-9a-f]{16}$")
             ev = lb.wait_event("session_end", client=f"{HOST}:{cport}")[0]
             self.assertEqual(ev.get("id"), uid, ev)
+
+
+    def test_server_speaks_first(self):
+        """The header waits for the client's first bytes (to share their
+        segment) only briefly: a server that greets first (SMTP, MySQL) gets
+        it alone when the client says nothing, and the greeting comes."""
+        def greeter(backend, conn):
+            r = Reader(conn)
+            try:
+                src, _, _ = parse_v2(r)
+            except AssertionError as e:
+                backend.report(("bad", str(e)))
+                return
+            conn.sendall(b"220 hello\r\n")
+            backend.report(("ok", src, r.rest()))
+        b = self.custom(greeter, name="greeter")
+        port = free_port()
+        self.start_lb(lb_config([("fe", f"{HOST}:{port}", "p", [])],
+                                [("p", [f"server = s {b.addr}", "send_proxy = v2",
+                                        "check = none"])]))
+        s, cport = bound_client()
+        self.addCleanup(s.close)
+        s.connect((HOST, port))
+        r = Reader(s)
+        self.assertEqual(r.exact(11), b"220 hello\r\n")
+        s.sendall(b"QUIT\r\n")
+        s.shutdown(socket.SHUT_WR)
+        self.assertEqual(b.next_report(), ("ok", f"{HOST}:{cport}", b"QUIT\r\n"))
 
 
 NGINX = "/usr/sbin/nginx"
