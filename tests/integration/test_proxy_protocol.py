@@ -4,6 +4,7 @@ real nginx behind lb (v1 and v2, IPv4 and IPv6) and real HAProxy in front
 of it (send-proxy and send-proxy-v2). Expensive peers start once per class
 and are stopped by pid."""
 
+import functools
 import os
 import shutil
 import signal
@@ -80,16 +81,38 @@ def parse_v2(r):
     return src, dst, tlvs
 
 
-def v2_handler(backend, conn):
-    """Parses the header, then reads the payload to EOF; reports both."""
+def v2_handler(backend, conn, greeting=None):
+    """Parses the header, sends greeting if any (a server that speaks first),
+    then reads the payload to EOF; reports both."""
     r = Reader(conn)
     try:
         src, dst, tlvs = parse_v2(r)
     except AssertionError as e:
         backend.report(("bad", str(e)))
         return
+    if greeting is not None:
+        conn.sendall(greeting)
     backend.report(("ok", src, dst, tlvs, r.rest()))
     conn.sendall(b"done")
+
+
+def through_v2(test, backend, port, payload):
+    """Sends payload through lb's port to a v2_handler backend and half-closes;
+    checks the answer, the header's source and the payload; returns (client
+    port, the header's destination, its TLVs)."""
+    s, cport = bound_client()
+    test.addCleanup(s.close)
+    s.connect((HOST, port))
+    s.sendall(payload)
+    s.shutdown(socket.SHUT_WR)
+    test.assertEqual(recv_until_eof(s), (b"done", "eof"))
+    rep = backend.next_report()
+    test.assertEqual(rep[0], "ok", rep)
+    _, src, dst, tlvs, got = rep
+    test.assertEqual(src, f"{HOST}:{cport}")
+    test.assertTrue(got == payload, f"payload of {len(payload)} bytes changed "
+                                    f"({len(got)} bytes arrived)")
+    return cport, dst, tlvs
 
 
 def bound_client(family=socket.AF_INET):
@@ -113,30 +136,22 @@ def lb_config(frontends, pools, admin_port=None):
 
 class V2BackendTest(LbTestCase):
 
-    def test_v2_header_tlv_and_payload(self):
-        b = self.custom(v2_handler, name="v2")
+    def start_v2(self, b):
+        """lb in front of backend b with send_proxy = v2: (lb, its port)."""
         port = free_port()
         lb = self.start_lb(lb_config([("fe", f"{HOST}:{port}", "p", [])],
                                      [("p", [f"server = s {b.addr}", "send_proxy = v2",
                                              "check = none"])]))
+        return lb, port
+
+    def test_v2_header_tlv_and_payload(self):
+        b = self.custom(v2_handler, name="v2")
+        lb, port = self.start_v2(b)
         # 0: a client that sends nothing and closes; the header still goes
         # first, then the FIN.
         for size in (0, 1, 100_000):
-            payload = os.urandom(size)
-            s, cport = bound_client()
-            self.addCleanup(s.close)
-            s.connect((HOST, port))
-            s.sendall(payload)
-            s.shutdown(socket.SHUT_WR)
-            data, how = recv_until_eof(s)
-            self.assertEqual((data, how), (b"done", "eof"))
-            rep = b.next_report()
-            self.assertEqual(rep[0], "ok", rep)
-            _, src, dst, tlvs, got = rep
-            self.assertEqual(src, f"{HOST}:{cport}")
+            cport, dst, tlvs = through_v2(self, b, port, os.urandom(size))
             self.assertEqual(dst, f"{HOST}:{port}")
-            self.assertTrue(got == payload, f"payload of {size} bytes changed "
-                                            f"({len(got)} bytes arrived)")
             self.assertIn(0x05, tlvs, f"no UNIQUE_ID TLV: {tlvs}")
             uid = tlvs[0x05].decode()
             self.assertRegex(uid, r"^[0-9a-f]{16}$")
@@ -148,28 +163,18 @@ class V2BackendTest(LbTestCase):
         """The header waits for the client's first bytes (to share their
         segment) only briefly: a server that greets first (SMTP, MySQL) gets
         it alone when the client says nothing, and the greeting comes."""
-        def greeter(backend, conn):
-            r = Reader(conn)
-            try:
-                src, _, _ = parse_v2(r)
-            except AssertionError as e:
-                backend.report(("bad", str(e)))
-                return
-            conn.sendall(b"220 hello\r\n")
-            backend.report(("ok", src, r.rest()))
-        b = self.custom(greeter, name="greeter")
-        port = free_port()
-        self.start_lb(lb_config([("fe", f"{HOST}:{port}", "p", [])],
-                                [("p", [f"server = s {b.addr}", "send_proxy = v2",
-                                        "check = none"])]))
+        b = self.custom(functools.partial(v2_handler, greeting=b"220 hello\r\n"),
+                        name="greeter")
+        _, port = self.start_v2(b)
         s, cport = bound_client()
         self.addCleanup(s.close)
         s.connect((HOST, port))
-        r = Reader(s)
-        self.assertEqual(r.exact(11), b"220 hello\r\n")
+        self.assertEqual(Reader(s).exact(11), b"220 hello\r\n")
         s.sendall(b"QUIT\r\n")
         s.shutdown(socket.SHUT_WR)
-        self.assertEqual(b.next_report(), ("ok", f"{HOST}:{cport}", b"QUIT\r\n"))
+        self.assertEqual(recv_until_eof(s), (b"done", "eof"))
+        rep = b.next_report()
+        self.assertEqual((rep[0], rep[1], rep[4]), ("ok", f"{HOST}:{cport}", b"QUIT\r\n"), rep)
 
 
 NGINX = "/usr/sbin/nginx"
@@ -396,20 +401,8 @@ listen b
             [("p", [f"server = s {b.addr}", "send_proxy = v2", "check = none"])]))
         for name, ha in (("send-proxy", self.ha1), ("send-proxy-v2", self.ha2)):
             with self.subTest(name):
-                payload = os.urandom(5000)
-                s, cport = bound_client()
-                self.addCleanup(s.close)
-                s.connect((HOST, ha))
-                s.sendall(payload)
-                s.shutdown(socket.SHUT_WR)
-                data, how = recv_until_eof(s)
-                self.assertEqual((data, how), (b"done", "eof"))
-                rep = b.next_report()
-                self.assertEqual(rep[0], "ok", rep)
-                _, src, dst, tlvs, got = rep
-                self.assertEqual(src, f"{HOST}:{cport}")
+                cport, dst, tlvs = through_v2(self, b, ha, os.urandom(5000))
                 self.assertEqual(dst, f"{HOST}:{ha}")
-                self.assertTrue(got == payload, "payload changed")
                 ev = lb.wait_event("session_end", client=f"{HOST}:{cport}")[0]
                 self.assertEqual(ev.get("id"), tlvs.get(0x05, b"").decode(), ev)
 
