@@ -544,7 +544,7 @@ lb_sockaddr_is_wildcard(const struct sockaddr_storage *ss)
  * session's timer), whichever comes first: the relay moves no client byte
  * before it. False when that ended the session. */
 static bool
-lb_session_send_proxy(struct lb_session *s)
+lb_session_hold_proxy_header(struct lb_session *s)
 {
     struct lb_half *h = &s->up;
     const struct conf_addr *listen = &s->fe->conf->listen;
@@ -597,7 +597,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
                                 .is_splice = is_splice };
     s->up.is_src_ending = s->is_client_ending;
     s->last_active_ms = lb_mono_ms();
-    if (s->server->conf->send_proxy != CONF_PROXY_OFF && !lb_session_send_proxy(s))
+    if (s->server->conf->send_proxy != CONF_PROXY_OFF && !lb_session_hold_proxy_header(s))
         return;
     /* Adding the client reports what is pending on it already (the request
      * that came with the connection). One added to read its PROXY header
