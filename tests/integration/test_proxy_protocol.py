@@ -213,6 +213,23 @@ def _listening(port, family=socket.AF_INET):
     return False
 
 
+def _spawn_listening(what, args, out, is_listening, logs=()):
+    """Starts a peer (_spawn) and waits until is_listening(); one that exits
+    first fails with its output and logs, and one that does not listen in
+    time is stopped."""
+    proc = _spawn(args, out)
+    try:
+        wait_for(lambda: proc.poll() is not None or is_listening(),
+                 harness.READY_TIMEOUT, f"{what} to listen")
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited: " + open(out).read()
+                                 + "\n".join(line for path in logs for line in _read_log(path)))
+    except BaseException:
+        _stop(proc)
+        raise
+    return proc
+
+
 def _read_log(path):
     try:
         with open(path) as f:
@@ -309,18 +326,11 @@ http {{
     }}
 }}
 """)
-        cls.proc = _spawn([NGINX, "-p", d, "-e", f"{d}/error.log", "-c", conf,
-                           "-g", "daemon off; master_process off;"], os.path.join(d, "nginx.out"))
-        try:
-            wait_for(lambda: (cls.proc.poll() is not None or
-                              (_listening(cls.p4) and _listening(cls.p6, socket.AF_INET6))),
-                     harness.READY_TIMEOUT, "nginx to listen")
-            if cls.proc.poll() is not None:
-                raise AssertionError("nginx exited: " + open(os.path.join(d, "nginx.out")).read()
-                                     + "\n".join(_read_log(f"{d}/error.log")))
-        except BaseException:
-            cls.tearDownClass()
-            raise
+        cls.proc = _spawn_listening(
+            "nginx", [NGINX, "-p", d, "-e", f"{d}/error.log", "-c", conf,
+                      "-g", "daemon off; master_process off;"], os.path.join(d, "nginx.out"),
+            lambda: _listening(cls.p4) and _listening(cls.p6, socket.AF_INET6),
+            logs=[f"{d}/error.log"])
 
     @classmethod
     def tearDownClass(cls):
@@ -378,16 +388,8 @@ listen b
     server lb {HOST}:{cls.lb_port} send-proxy-v2
 """)
         cls.out = os.path.join(cls.dir, "haproxy.out")
-        cls.proc = _spawn([HAPROXY, "-f", cfg, "-db"], cls.out)
-        try:
-            wait_for(lambda: cls.proc.poll() is not None or
-                     (_listening(cls.ha1) and _listening(cls.ha2)),
-                     harness.READY_TIMEOUT, "haproxy to listen")
-            if cls.proc.poll() is not None:
-                raise AssertionError("haproxy exited: " + open(cls.out).read())
-        except BaseException:
-            cls.tearDownClass()
-            raise
+        cls.proc = _spawn_listening("haproxy", [HAPROXY, "-f", cfg, "-db"], cls.out,
+                                    lambda: _listening(cls.ha1) and _listening(cls.ha2))
 
     @classmethod
     def tearDownClass(cls):
