@@ -246,6 +246,13 @@ conf_free(struct conf *c)
     conf_free_strings(CONF_SECTION_GLOBAL, &c->global);
     conf_free_strings(CONF_SECTION_ADMIN, &c->admin);
     for (i = 0; i < c->nfrontends; i++) {
+        struct conf_routes *r = &c->frontends[i].routes;
+
+        for (j = 0; j < r->n; j++) {
+            free(r->v[j].pattern);
+            free(r->v[j].pool_name);
+        }
+        free(r->v);
         free(c->frontends[i].name);
         conf_free_strings(CONF_SECTION_FRONTEND, &c->frontends[i]);
     }
@@ -295,6 +302,29 @@ conf_strdup_or_null(const char *s, bool *oom)
     return copy;
 }
 
+/* d holds src's routes by value: gives it copies of its own, so that
+ * conf_free frees only copies (-1 when out of memory: what was not copied
+ * is NULL). */
+static int
+conf_dup_routes(struct conf_routes *d, const struct conf_routes *src)
+{
+    bool oom = false;
+
+    d->v = NULL;
+    d->n = 0;
+    if (src->n == 0)
+        return 0;
+    if ((d->v = calloc(src->n, sizeof(*d->v))) == NULL)
+        return -1;
+    for (size_t i = 0; i < src->n; i++) {
+        d->v[i] = src->v[i];
+        d->v[i].pattern = conf_strdup_or_null(src->v[i].pattern, &oom);
+        d->v[i].pool_name = conf_strdup_or_null(src->v[i].pool_name, &oom);
+        d->n++;
+    }
+    return oom ? -1 : 0;
+}
+
 struct conf *
 conf_dup(const struct conf *c)
 {
@@ -323,6 +353,7 @@ conf_dup(const struct conf *c)
         d->nfrontends++;
         d->frontends[i].name = conf_strdup_or_null(c->frontends[i].name, &oom);
         oom |= conf_dup_strings(CONF_SECTION_FRONTEND, &d->frontends[i]) != 0;
+        oom |= conf_dup_routes(&d->frontends[i].routes, &c->frontends[i].routes) != 0;
     }
     for (size_t i = 0; i < c->npools && !oom; i++) {
         const struct conf_pool *src = &c->pools[i];

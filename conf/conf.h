@@ -234,14 +234,43 @@ struct conf_pool {
     uint32_t observe_errors;
 };
 
+/* route = PATTERN POOL: TLS passthrough routed by the client's SNI.
+ * PATTERN is kept lower case without a trailing dot: an exact name
+ * "api.example.com", a wildcard of one label "*.example.com", or "*". */
+struct conf_route {
+    char *pattern;
+    char *pool_name;
+    size_t pool_index;              /* into conf.pools, resolved by conf_load */
+    int line;
+};
+struct conf_routes {
+    struct conf_route *v;           /* sorted by pattern by conf_load */
+    size_t n;
+};
+
+/* route_unknown: what a first flight that is not a ClientHello gets. */
+enum conf_route_unknown {
+    CONF_ROUTE_UNKNOWN_DEFAULT = 0, /* default_pool (closed without one) */
+    CONF_ROUTE_UNKNOWN_CLOSE,
+};
+
 struct conf_frontend {
     char *name;
     int line;
     struct conf_addr listen;
     int listen_line;                /* of its listen key: where a bind
                                        error points */
-    char *pool_name;
+    char *pool_name;                /* NULL when the frontend has routes */
     size_t pool_index;              /* into conf.pools, resolved by conf_load */
+
+    /* routes instead of pool (README, "Routing TLS by name") */
+    struct conf_routes routes;
+    char *default_pool;             /* no SNI, or no route matched; NULL:
+                                       such clients are closed */
+    size_t default_pool_index;
+    enum conf_route_unknown route_unknown;
+    uint32_t sni_max_bytes;         /* what a ClientHello may take */
+    uint64_t sni_timeout_ms;        /* ... and how long */
 
     /* a PROXY header from the balancer in front (accept_proxy_from only) */
     enum conf_proxy accept_proxy;
@@ -307,6 +336,12 @@ struct conf *conf_dup(const struct conf *c);
 int conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
                          enum conf_source source, char *err, size_t errlen);
 
+/* The route of fe that a client asking for name takes (lower case,
+ * without a trailing dot, as lb_hello_sni gives it; "" when it sent no
+ * SNI): its index in fe->routes, the most specific match (exact, then
+ * "*.", then "*"), or -1 when none does (default_pool). O(log routes). */
+int conf_route_match(const struct conf_frontend *fe, const char *name);
+
 /* Names for logs and JSON. */
 const char *conf_balance_name(enum conf_balance b);
 const char *conf_log_level_name(enum conf_log_level l);
@@ -314,5 +349,6 @@ const char *conf_check_name(enum conf_check c);
 const char *conf_role_name(enum conf_role r);
 const char *conf_source_name(enum conf_source s);
 const char *conf_proxy_name(enum conf_proxy p);
+const char *conf_route_unknown_name(enum conf_route_unknown u);
 
 #endif /* CONF_H */

@@ -35,6 +35,8 @@ static void conf_check_required(struct conf_parse *p, int kind,
 static void conf_check_listen(struct conf_parse *p, size_t i, int line);
 static void conf_check_accept_proxy(struct conf_parse *p, const struct conf_frontend *fe,
                                     const struct conf_lines *l);
+static void conf_check_routes(struct conf_parse *p, struct conf_frontend *fe,
+                              const struct conf_lines *l);
 static void conf_check_frontends(struct conf_parse *p);
 static void conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
                              const char *where, const char *where_name);
@@ -147,12 +149,76 @@ conf_check_accept_proxy(struct conf_parse *p, const struct conf_frontend *fe,
 }
 
 static void
+conf_check_pool_exists(struct conf_parse *p, const struct conf_frontend *fe, int line,
+                       const char *name, size_t *index)
+{
+    for (size_t j = 0; j < p->c->npools; j++) {
+        if (strcmp(p->c->pools[j].name, name) == 0) {
+            *index = j;
+            return;
+        }
+    }
+    conf_error(p, line, "frontend %s: pool \"%s\" does not exist", fe->name, name);
+}
+
+/* A frontend sends its clients to one pool, or routes them by name: the
+ * keys of routing mean nothing without route lines. */
+static void
+conf_check_routes(struct conf_parse *p, struct conf_frontend *fe, const struct conf_lines *l)
+{
+    static const char *const route_keys[] = {
+        "default_pool", "route_unknown", "sni_max_bytes", "sni_timeout"
+    };
+    int kpool = conf_key_find(CONF_SECTION_FRONTEND, "pool");
+    int kroute = conf_key_find(CONF_SECTION_FRONTEND, "route");
+    int kdefault = conf_key_find(CONF_SECTION_FRONTEND, "default_pool");
+    int kunknown = conf_key_find(CONF_SECTION_FRONTEND, "route_unknown");
+    struct conf_routes *r = &fe->routes;
+
+    if (l->key[kpool] != 0 && l->key[kroute] != 0) {
+        conf_error(p, l->key[kroute], "frontend %s: route lines and pool (line %d) exclude "
+                   "each other: a frontend routes by name, or sends every client to its "
+                   "pool", fe->name, l->key[kpool]);
+        return;
+    }
+    if (l->key[kpool] == 0 && l->key[kroute] == 0) {
+        conf_error(p, l->header, "frontend %s: pool is required (or route lines)", fe->name);
+        return;
+    }
+    if (l->key[kroute] == 0) {
+        for (size_t i = 0; i < sizeof(route_keys) / sizeof(route_keys[0]); i++) {
+            int k = conf_key_find(CONF_SECTION_FRONTEND, route_keys[i]);
+
+            if (l->key[k] != 0)
+                conf_error(p, l->key[k], "frontend %s: %s applies to route lines, and "
+                           "the frontend has none", fe->name, route_keys[i]);
+        }
+        return;
+    }
+    conf_routes_sort(r);
+    for (size_t i = 0; i < r->n; i++) {
+        if (i > 0 && strcmp(r->v[i].pattern, r->v[i - 1].pattern) == 0)
+            conf_error(p, r->v[i].line, "frontend %s: route %s is already routed at line "
+                       "%d (patterns compare without case and trailing dot)", fe->name,
+                       r->v[i].pattern, r->v[i - 1].line);
+        conf_check_pool_exists(p, fe, r->v[i].line, r->v[i].pool_name, &r->v[i].pool_index);
+    }
+    if (fe->default_pool != NULL && !l->bad[kdefault])
+        conf_check_pool_exists(p, fe, l->key[kdefault], fe->default_pool,
+                               &fe->default_pool_index);
+    if (fe->default_pool == NULL && l->key[kunknown] != 0 && !l->bad[kunknown] &&
+        fe->route_unknown == CONF_ROUTE_UNKNOWN_DEFAULT)
+        conf_error(p, l->key[kunknown], "frontend %s: route_unknown = default needs "
+                   "default_pool", fe->name);
+}
+
+static void
 conf_check_frontends(struct conf_parse *p)
 {
     struct conf *c = p->c;
     int kpool = conf_key_find(CONF_SECTION_FRONTEND, "pool");
     int klisten = conf_key_find(CONF_SECTION_FRONTEND, "listen");
-    size_t i, j;
+    size_t i;
 
     /* Valid INI, but useless, and the likely shape of a file cut short
      * while it was written ([global] comes first): a reload would close
@@ -171,16 +237,10 @@ conf_check_frontends(struct conf_parse *p)
         if (l->key[klisten] != 0 && !l->bad[klisten])
             conf_check_listen(p, i, l->key[klisten]);
         conf_check_accept_proxy(p, fe, l);
+        conf_check_routes(p, fe, l);
         if (fe->pool_name == NULL || l->bad[kpool])
             continue;
-        for (j = 0; j < c->npools; j++)
-            if (strcmp(c->pools[j].name, fe->pool_name) == 0)
-                break;
-        if (j == c->npools)
-            conf_error(p, l->key[kpool], "frontend %s: pool \"%s\" does not "
-                       "exist", fe->name, fe->pool_name);
-        else
-            fe->pool_index = j;
+        conf_check_pool_exists(p, fe, l->key[kpool], fe->pool_name, &fe->pool_index);
     }
 }
 

@@ -58,6 +58,9 @@ static int conf_set_addr(const struct conf_key *k, void *field,
 static int conf_set_cidrs(const struct conf_key *k, void *field,
                           const char *value, int line, char *err,
                           size_t errlen);
+static int conf_set_route(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen);
 static int conf_set_rate(const struct conf_key *k, void *field,
                          const char *value, int line, char *err,
                          size_t errlen);
@@ -101,6 +104,9 @@ static const char *const conf_splice_names[] = {
 static const char *const conf_accept_proxy_names[] = {
     "off", "v1", "v2", "any", NULL
 };
+static const char *const conf_route_unknown_names[] = {
+    [CONF_ROUTE_UNKNOWN_DEFAULT] = "default", [CONF_ROUTE_UNKNOWN_CLOSE] = "close", NULL
+};
 static const char *const conf_send_proxy_names[] = {
     "off", "v1", "v2", NULL
 };
@@ -127,6 +133,7 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_ADDR] = conf_set_addr,
     [CONF_TYPE_CIDRS] = conf_set_cidrs,
     [CONF_TYPE_RATE] = conf_set_rate,
+    [CONF_TYPE_ROUTE] = conf_set_route,
 };
 
 /* Duration bounds in milliseconds. */
@@ -176,8 +183,17 @@ static const struct conf_key conf_admin_keys[] = {
 static const struct conf_key conf_frontend_keys[] = {
     CONF_TYPED(struct conf_frontend, "listen", listen, CONF_TYPE_LISTEN, NULL,
                CONF_KEY_REQUIRED),
-    CONF_TYPED(struct conf_frontend, "pool", pool_name, CONF_TYPE_NAME, NULL,
-               CONF_KEY_REQUIRED),
+    /* pool, or route lines (conf_check_frontends wants one of the two) */
+    CONF_TYPED(struct conf_frontend, "pool", pool_name, CONF_TYPE_NAME, NULL, 0),
+    CONF_TYPED(struct conf_frontend, "route", routes, CONF_TYPE_ROUTE, NULL,
+               CONF_KEY_REPEATABLE),
+    CONF_TYPED(struct conf_frontend, "default_pool", default_pool, CONF_TYPE_NAME, NULL, 0),
+    CONF_ENUM(struct conf_frontend, route_unknown, "default", conf_route_unknown_names),
+    /* A ClientHello is a few hundred bytes, up to some 2 KiB with
+     * post-quantum key shares; 64 KiB is the relay buffer it is read into. */
+    CONF_COUNT(struct conf_frontend, sni_max_bytes, "16384", 256, 65536),
+    CONF_DURATION(struct conf_frontend, "sni_timeout", sni_timeout_ms, "5s", CONF_MSEC(1),
+                  CONF_HOURS(1)),
     /* A PROXY header from the balancer in front; accept_proxy_from is
      * required unless accept_proxy is off (conf_check_frontends). */
     CONF_ENUM(struct conf_frontend, accept_proxy, "off", conf_accept_proxy_names),
@@ -538,6 +554,30 @@ conf_set_rate(const struct conf_key *k, void *field, const char *value,
 }
 
 static int
+conf_set_route(const struct conf_key *k, void *field, const char *value,
+               int line, char *err, size_t errlen)
+{
+    struct conf_routes *r = field;
+    struct conf_route route, *grown = r->v;
+
+    if (conf_parse_route(value, &route, err, errlen) != 0)
+        return -1;
+    /* Doubling at powers of two, as conf_set_server. */
+    if ((r->n & (r->n - 1)) == 0)
+        grown = realloc(r->v, (r->n ? r->n * 2 : 1) * sizeof(*grown));
+    if (grown == NULL) {
+        free(route.pattern);
+        free(route.pool_name);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    route.line = line;
+    r->v = grown;
+    r->v[r->n++] = route;
+    return 0;
+}
+
+static int
 conf_set_hosts(const struct conf_key *k, void *field, const char *value,
                int line, char *err, size_t errlen)
 {
@@ -551,3 +591,5 @@ LB_ENUM_NAME(conf_check_name, enum conf_check, conf_check_names, "unknown")
 LB_ENUM_NAME(conf_role_name, enum conf_role, conf_role_names, "unknown")
 LB_ENUM_NAME(conf_source_name, enum conf_source, conf_source_names, "unknown")
 LB_ENUM_NAME(conf_proxy_name, enum conf_proxy, conf_accept_proxy_names, "unknown")
+LB_ENUM_NAME(conf_route_unknown_name, enum conf_route_unknown, conf_route_unknown_names,
+             "unknown")

@@ -41,6 +41,7 @@ enum conf_type {
                                        CONF_KEY_MAY_BE_EMPTY */
     CONF_TYPE_RATE,                 /* uint32_t per second, "N/s", bounds
                                        min..max on N */
+    CONF_TYPE_ROUTE,                /* appends to struct conf_routes */
     CONF_TYPES
 };
 

@@ -38,6 +38,12 @@ bool conf_name_is_valid(const char *s);
  * "[2001:db8::1]:8080"). */
 bool conf_server_name_is_valid(const char *s);
 
+/* route = PATTERN POOL (conf_route.c): out->pattern and out->pool_name
+ * malloc'd (the pattern lower case, without a trailing dot). */
+int conf_parse_route(const char *s, struct conf_route *out, char *err, size_t errlen);
+/* Sorts a frontend's routes by pattern (conf_route_match's order). */
+void conf_routes_sort(struct conf_routes *r);
+
 /* Unsigned decimal integer: digits only (no sign, space, or empty). */
 int conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen);
 

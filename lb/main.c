@@ -126,9 +126,10 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
                "workers=%zu cpus=%u detail=\"workers beyond the CPUs lb may run on take turns and cost CPU; workers = 0 runs one per CPU\"",
                d->nworkers, d->ncpus);
     for (size_t i = 0; i < c->nfrontends; i++)
-        lb_log(CONF_LOG_INFO, "listen", "frontend=%s addr=%s pool=%s",
+        lb_log(CONF_LOG_INFO, "listen", "frontend=%s addr=%s pool=%s routes=%zu",
                c->frontends[i].name, c->frontends[i].listen.text,
-               c->frontends[i].pool_name);
+               c->frontends[i].pool_name != NULL ? c->frontends[i].pool_name : "-",
+               c->frontends[i].routes.n);
 }
 
 /* [global] user and group: started as root, lb binds its ports (and the

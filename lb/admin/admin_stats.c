@@ -438,6 +438,62 @@ lb_admin_pool_json(struct lb_daemon *d, const char *pool, struct evbuffer *out)
     return rc;
 }
 
+static void
+lb_stats_reasons_json(struct evbuffer *out, const char *key, const _Atomic uint64_t *v, int n,
+                      const char *(*name)(int))
+{
+    evbuffer_add_printf(out, ",\"%s\":{", key);
+    for (int r = 0; r < n; r++)
+        evbuffer_add_printf(out, "%s\"%s\":%llu", r == 0 ? "" : ",", name(r),
+                            (unsigned long long)LB_LOAD(v[r]));
+    LB_ADD_LIT(out, "}");
+}
+
+static const char *
+lb_stats_fallback_name(int r)
+{
+    return lb_route_fallback_name((enum lb_route_fallback)r);
+}
+
+static const char *
+lb_stats_sni_bad_name(int r)
+{
+    return lb_sni_bad_name((enum lb_sni_bad)r);
+}
+
+/* A frontend routed by name: its routes with their counts, and where the
+ * others went (README, "Routing TLS by name"). */
+static void
+lb_stats_frontend_routes_json(const struct lb_frontend *fe, struct evbuffer *out)
+{
+    const struct conf_frontend *fc = fe->conf;
+
+    LB_ADD_LIT(out, ",\"routes\":[");
+    for (size_t i = 0; i < fc->routes.n; i++) {
+        if (i)
+            LB_ADD_LIT(out, ",");
+        LB_ADD_LIT(out, "{\"route\":");
+        lb_json_str(out, fc->routes.v[i].pattern);
+        LB_ADD_LIT(out, ",\"pool\":");
+        lb_json_str(out, fc->routes.v[i].pool_name);
+        evbuffer_add_printf(out, ",\"sessions\":%llu}",
+                            (unsigned long long)LB_LOAD(fe->routes[i].stats->sessions));
+    }
+    LB_ADD_LIT(out, "],\"default_pool\":");
+    if (fc->default_pool != NULL)
+        lb_json_str(out, fc->default_pool);
+    else
+        LB_ADD_LIT(out, "null");
+    evbuffer_add_printf(out, ",\"route_unknown\":\"%s\"",
+                        conf_route_unknown_name(fc->route_unknown));
+    lb_stats_reasons_json(out, "route_default", fe->stats->route_default, LB_ROUTE_FALLBACKS,
+                          lb_stats_fallback_name);
+    lb_stats_reasons_json(out, "route_closed", fe->stats->route_closed, LB_ROUTE_FALLBACKS,
+                          lb_stats_fallback_name);
+    lb_stats_reasons_json(out, "sni_unroutable", fe->stats->sni_bad, LB_SNI_BADS,
+                          lb_stats_sni_bad_name);
+}
+
 /* A frontend's refusals by reason, and its source table when a per-source
  * limit is set. */
 static void
@@ -492,11 +548,16 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         LB_ADD_LIT(out, ",\"listen\":");
         lb_json_str(out, fe->conf->listen.text);
         LB_ADD_LIT(out, ",\"pool\":");
-        lb_json_str(out, fe->conf->pool_name);
+        if (fe->pool != NULL)
+            lb_json_str(out, fe->conf->pool_name);
+        else
+            LB_ADD_LIT(out, "null");
         evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu",
                             (unsigned long long)LB_LOAD(fe->stats->active_connections),
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
         lb_stats_frontend_access_json(fe, out);
+        if (fe->pool == NULL)
+            lb_stats_frontend_routes_json(fe, out);
         LB_ADD_LIT(out, "}");
     }
     LB_ADD_LIT(out, "],\"pools\":[");
@@ -805,6 +866,52 @@ lb_prom_frontend_access(const struct lb_gen *g, struct evbuffer *out)
     }
 }
 
+/* Frontends routed by name (README, "Routing TLS by name"). */
+static void
+lb_prom_frontend_routes(const struct lb_gen *g, struct evbuffer *out)
+{
+    static const struct { const char *name, *help; } fallbacks[] = {
+        { "lb_frontend_route_default_sessions_total",
+          "Clients sent to default_pool: no SNI, no route matched, or no ClientHello read" },
+        { "lb_frontend_route_closed_total",
+          "Clients closed for want of a route (no default_pool, or route_unknown = close)" },
+    };
+
+    lb_prom_head(out, "lb_frontend_route_sessions_total", "counter",
+                 "Clients routed by their SNI, per route");
+    for (size_t i = 0; i < g->conf->nfrontends; i++) {
+        const struct lb_frontend *fe = &g->frontends[i];
+
+        for (size_t k = 0; k < fe->conf->routes.n; k++) {
+            evbuffer_add_printf(out, "lb_frontend_route_sessions_total{frontend=\"");
+            lb_prom_label(out, fe->conf->name);
+            LB_ADD_LIT(out, "\",route=\"");
+            lb_prom_label(out, fe->conf->routes.v[k].pattern);
+            evbuffer_add_printf(out, "\"} %llu\n",
+                                (unsigned long long)LB_LOAD(fe->routes[k].stats->sessions));
+        }
+    }
+    for (size_t m = 0; m < 2; m++) {
+        lb_prom_head(out, fallbacks[m].name, "counter", fallbacks[m].help);
+        for (size_t i = 0; i < g->conf->nfrontends; i++) {
+            const struct lb_frontend *fe = &g->frontends[i];
+            const _Atomic uint64_t *v = m == 0 ? fe->stats->route_default
+                                               : fe->stats->route_closed;
+
+            for (int r = 0; fe->pool == NULL && r < LB_ROUTE_FALLBACKS; r++)
+                lb_prom_reason(out, fallbacks[m].name, fe->conf->name,
+                               lb_route_fallback_name((enum lb_route_fallback)r), LB_LOAD(v[r]));
+        }
+    }
+    lb_prom_head(out, "lb_frontend_sni_unroutable_total", "counter",
+                 "First flights that were no readable ClientHello, by why");
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        for (int b = 0; g->frontends[i].pool == NULL && b < LB_SNI_BADS; b++)
+            lb_prom_reason(out, "lb_frontend_sni_unroutable_total", g->frontends[i].conf->name,
+                           lb_sni_bad_name((enum lb_sni_bad)b),
+                           LB_LOAD(g->frontends[i].stats->sni_bad[b]));
+}
+
 int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -852,6 +959,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
         }
     }
     lb_prom_frontend_access(g, out);
+    lb_prom_frontend_routes(g, out);
     lb_prom_head(out, "lb_max_connections_reached_total", "counter",
                  "Times accepts paused because max_connections were open");
     evbuffer_add_printf(out, "lb_max_connections_reached_total %llu\n",

@@ -215,6 +215,51 @@ struct lb_proxy_tlvs {
 size_t lb_proxy_build(uint8_t *buf, enum conf_proxy v, const struct sockaddr *src,
                       const struct sockaddr *dst, const struct lb_proxy_tlvs *tlvs);
 
+/* ---------------------------------------------------------- tls_hello.c
+ * The server name a TLS client asks for (SNI, RFC 6066 section 3), read
+ * from the first bytes it sends: the TLS records (RFC 8446 section 5.1,
+ * the same framing in TLS 1.0 to 1.3) that carry its ClientHello (RFC 8446
+ * section 4.1.2, the same layout in TLS 1.2), which may be split across
+ * records and across reads. Nothing is decrypted or answered: lb routes by
+ * it and passes every byte on. Pure: no sockets, no state, any thread. */
+
+/* A DNS name's longest text form, without the trailing dot. */
+#define LB_SNI_NAME_MAX 253
+
+/* Why a first flight was not routed by name: the reason= of
+ * event=sni_unroutable and the label of lb_frontend_sni_unroutable_total.
+ * The reader returns the first three; the session adds the last two. */
+enum lb_sni_bad {
+    LB_SNI_NOT_TLS = 0,             /* not a TLS handshake record that opens
+                                       with a ClientHello */
+    LB_SNI_MALFORMED,               /* a ClientHello whose lengths or
+                                       server_name do not hold together */
+    LB_SNI_TOO_LONG,                /* the hello needs more than the cap */
+    LB_SNI_TIMEOUT,                 /* not complete within sni_timeout */
+    LB_SNI_TRUNCATED,               /* the client ended it first */
+    LB_SNI_BADS
+};
+const char *lb_sni_bad_name(enum lb_sni_bad b);       /* "not_tls", ... */
+
+/* Reads the first len bytes a client sent (any prefix of its stream),
+ * taking at most max of them. Returns:
+ *   1  the ClientHello's server name is known: name holds it (lower case,
+ *      without a trailing dot; "" when the hello has no server_name of
+ *      type host_name), NUL-terminated, LB_SNI_NAME_MAX + 1 bytes;
+ *   0  the bytes so far are a prefix that may still become one: *need is
+ *      how many bytes (from the first) the reader wants before it can say
+ *      more, always > len and <= max (so a caller peeks again only once
+ *      that many have arrived: a hello sent a byte at a time is not read
+ *      again after every byte);
+ *  -1  with *bad set (one of the first three reasons) at the first byte
+ *      after which no more bytes can make it one.
+ * The reader stops at the end of the server_name extension: what follows
+ * it is not read. Fed any prefix of an input it answers 0 or the same as
+ * for the whole (tests/fuzz/fuzz_tls_hello.c checks it). name and *bad are
+ * written only with their answer. */
+int lb_hello_sni(const uint8_t *buf, size_t len, size_t max, char *name, size_t *need,
+                 enum lb_sni_bad *bad);
+
 /* --------------------------------------------------------------- text.c */
 
 /* A text built line by line (under a lock) and written or sent after it.

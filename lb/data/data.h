@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "conf.h"
+#include "core.h"                   /* enum lb_sni_bad */
 
 struct lb_daemon;
 struct lb_frontend;
@@ -250,6 +251,33 @@ void lb_sources_stats(struct lb_sources *t, struct lb_sources_stats *out);
  * (exactly the entries with no connection open) and free list agree; -1
  * and what disagrees in err. O(size), under the table's lock. */
 int lb_sources_check(struct lb_sources *t, char *err, size_t errlen);
+
+/* ------------------------------------------------------------- route.c
+ * A frontend with route lines (TLS passthrough routed by name) picks each
+ * client's pool from the server name of its ClientHello (lb_hello_sni),
+ * which the session reads before it connects. */
+
+/* Why a client went to default_pool, or was closed for want of a route:
+ * the reason label of lb_frontend_route_default_sessions_total and
+ * lb_frontend_route_closed_total. */
+enum lb_route_fallback {
+    LB_ROUTE_NO_SNI = 0,            /* a ClientHello without a server name */
+    LB_ROUTE_NO_MATCH,              /* a name no route matches */
+    LB_ROUTE_UNROUTABLE,            /* no ClientHello read (enum lb_sni_bad) */
+    LB_ROUTE_FALLBACKS
+};
+const char *lb_route_fallback_name(enum lb_route_fallback f);   /* "no_sni", ... */
+
+/* The pool of a client of fe whose ClientHello asked for name (as
+ * lb_hello_sni gives it, "" for none), counted for its route (or the
+ * fallback): NULL when it is to be closed. Any worker. */
+struct lb_pool *lb_route_pick(struct lb_frontend *fe, const char *name);
+/* The same for a client whose first flight gave no name (why): logged as
+ * event=sni_unroutable (rate-limited) and counted; default_pool or NULL
+ * as route_unknown says, NULL when is_empty (it closed having sent
+ * nothing). Any worker. */
+struct lb_pool *lb_route_unroutable(struct lb_frontend *fe, const char *client_text,
+                                    enum lb_sni_bad why, bool is_empty);
 
 /* ------------------------------------------------------------ session.c */
 

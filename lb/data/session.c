@@ -2,7 +2,9 @@
  * session.c - one client connection: pick a server, connect (with retries on
  * other servers), relay bytes both ways, close.
  *
- * Lifecycle (one state field, one exit):
+ * Lifecycle (one state field, one exit; a frontend with accept_proxy reads
+ * the client's PROXY header first, HEADER, and one with routes its
+ * ClientHello's server name, HELLO, before it knows the pool):
  *
  *   accept --> CONNECTING --connected--> RELAYING --both sides shut,
  *               ^  |  |   ^                     |        an error, idle_timeout,
@@ -47,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -63,6 +66,7 @@
 
 enum lb_session_state {
     LB_SESSION_HEADER = 0,          /* reading a PROXY header (accept_proxy) */
+    LB_SESSION_HELLO,               /* reading a ClientHello (routes) */
     LB_SESSION_CONNECTING,
     LB_SESSION_QUEUED,              /* waiting for a slot (queue.c) */
     LB_SESSION_RELAYING,
@@ -70,6 +74,7 @@ enum lb_session_state {
 
 static const char *const lb_session_state_names[] = {
     [LB_SESSION_HEADER] = "header",
+    [LB_SESSION_HELLO] = "hello",
     [LB_SESSION_CONNECTING] = "connecting",
     [LB_SESSION_QUEUED] = "queued",
     [LB_SESSION_RELAYING] = "relaying",
@@ -114,7 +119,7 @@ struct lb_session {
     struct lb_session *prev, *next; /* the worker's list */
     struct lb_gen *gen;             /* one reference */
     struct lb_frontend *fe;
-    struct lb_pool *pool;
+    struct lb_pool *pool;           /* NULL until routed (HELLO) */
     struct lb_server *server;       /* picked and counted, or NULL */
     enum lb_session_state state;
     int cfd, sfd;
@@ -132,8 +137,12 @@ struct lb_session {
     struct lb_sources *sources;     /* where its source is counted, or NULL */
     struct lb_source_ref source;
     bool is_client_watched;         /* cfd joined io_fd before the relay
-                                       (to read a PROXY header) */
+                                       (to read a PROXY header or a
+                                       ClientHello) */
     bool is_client_ending;          /* ... and reported a FIN or a reset */
+    uint32_t hello_need;            /* HELLO: bytes to wait for before the
+                                       next peek (0: peek at once) */
+    char *sni;                      /* the name it was routed by, or NULL */
     uint32_t ntried;
     uint32_t nagain;                /* attempts on a server tried before */
     bool is_paused;                 /* waiting out bal_retry_pause_ms */
@@ -171,6 +180,7 @@ static struct lb_log_limit lb_header_bad_limit = LB_LOG_LIMIT(LB_LOG_CLIENT_EVEN
 #define LB_AGAIN_DOWN 2
 
 static void lb_session_connect(struct lb_session *s);
+static void lb_session_hello_begin(struct lb_session *s);
 static bool lb_session_dial(struct lb_session *s);
 static void lb_pace_done(struct lb_session *s);
 static void lb_pace_answered(struct lb_session *s);
@@ -285,14 +295,15 @@ lb_session_set_client(struct lb_session *s, const struct sockaddr *sa)
 
     memcpy(&s->client, sa, len);
     lb_net_addr_text(sa, s->client_text, sizeof(s->client_text));
-    if (s->pool->bal->algo == BAL_ALGO_SOURCE)
-        s->client_hash = lb_session_client_hash(sa);
 }
 
-/* Into the queue behind those who wait, or to a server. */
+/* Into the queue behind those who wait, or to a server, once the pool is
+ * known. */
 static void
 lb_session_go(struct lb_session *s)
 {
+    if (s->pool->bal->algo == BAL_ALGO_SOURCE)
+        s->client_hash = lb_session_client_hash(&s->client.sa);
     s->state = LB_SESSION_CONNECTING;
     /* First come, first served: while clients wait for a slot, a new one
      * queues behind them rather than take the next slot that frees. */
@@ -307,9 +318,8 @@ void
 lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe, int fd,
                  const struct sockaddr *client)
 {
-    struct lb_pool *pool = fe->pool;
     const struct conf_frontend *fc = fe->conf;
-    uint32_t attempts = pool->conf->retries + 1;
+    uint32_t attempts = fe->max_attempts;
     struct lb_sources *table = NULL;
     struct lb_source_ref ref = { LB_SOURCE_UNTRACKED };
     enum lb_deny_reason why;
@@ -345,7 +355,7 @@ lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe
     s->gen = gen;
     lb_gen_ref(s->gen);
     s->fe = fe;
-    s->pool = pool;
+    s->pool = fe->pool;
     s->cfd = fd;
     s->sfd = -1;
     s->id = lb_session_new_id(w);
@@ -373,6 +383,10 @@ lb_session_start(struct lb_worker *w, struct lb_gen *gen, struct lb_frontend *fe
         if (lb_session_watch(s, s->cfd, 0) == -1 ||
             lb_session_arm(s, fc->accept_proxy_timeout_ms) == -1)
             lb_session_finish(s, "event_add failed");
+        return;
+    }
+    if (s->pool == NULL) {
+        lb_session_hello_begin(s);
         return;
     }
     lb_session_go(s);
@@ -441,7 +455,111 @@ lb_session_read_header(struct lb_session *s, uint32_t events)
         lb_session_finish(s, "denied");
         return;
     }
+    if (s->pool == NULL) {
+        lb_session_hello_begin(s);
+        return;
+    }
     lb_session_go(s);
+}
+
+/* ----------------------------------------------------- a ClientHello
+ *
+ * Routed by name: the ClientHello is read with MSG_PEEK into a relay
+ * buffer of the worker for the moment of the read, and left in the kernel
+ * for the server, which gets every byte as the client sent it; the session
+ * holds no buffer while it waits (Envoy's tls_inspector keeps 64 KiB per
+ * connection). The reader keeps no state and reads from the first byte each
+ * time, so it says how many bytes it wants next (hello_need), and a hello
+ * that comes a byte at a time is peeked at again only when that many are
+ * queued (FIONREAD), once per field or record, not per byte. */
+
+static void
+lb_session_routed(struct lb_session *s, struct lb_pool *pool)
+{
+    event_del(&s->timer);
+    if (pool == NULL) {
+        lb_session_finish(s, "no route");
+        return;
+    }
+    s->pool = pool;
+    lb_session_go(s);
+}
+
+static void
+lb_session_unroutable(struct lb_session *s, enum lb_sni_bad why, bool is_empty)
+{
+    lb_session_routed(s, lb_route_unroutable(s->fe, s->client_text, why, is_empty));
+}
+
+static void
+lb_session_read_hello(struct lb_session *s, uint32_t events)
+{
+    size_t max = s->fe->conf->sni_max_bytes, need;
+    char name[LB_SNI_NAME_MAX + 1];
+    enum lb_sni_bad bad;
+    struct lb_buf *buf;
+    ssize_t n;
+    int avail, rc;
+
+    if (events & LB_IO_ENDING)
+        s->is_client_ending = true;
+    if (s->hello_need != 0 && !s->is_client_ending &&
+        (ioctl(s->cfd, FIONREAD, &avail) == -1 || (uint32_t)avail < s->hello_need))
+        return;
+    if ((buf = lb_worker_buf_get(s->w)) == NULL) {
+        lb_session_finish(s, "out of memory");
+        return;
+    }
+    n = recv(s->cfd, buf->data, max, MSG_PEEK);
+    rc = n > 0 ? lb_hello_sni((const uint8_t *)buf->data, (size_t)n, max, name, &need, &bad)
+               : 0;
+    lb_worker_buf_put(s->w, buf);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n < 0) {
+        lb_session_finish(s, "client error");
+        return;
+    }
+    if (n == 0) {
+        lb_session_unroutable(s, LB_SNI_TRUNCATED, true);
+        return;
+    }
+    if (rc == 0 && s->is_client_ending) {
+        lb_session_unroutable(s, LB_SNI_TRUNCATED, false);
+        return;
+    }
+    if (rc == 0) {
+        s->hello_need = (uint32_t)need;
+        return;
+    }
+    if (rc < 0) {
+        lb_session_unroutable(s, bad, false);
+        return;
+    }
+    if (name[0] != '\0' && (s->sni = strdup(name)) == NULL) {
+        lb_session_finish(s, "out of memory");
+        return;
+    }
+    lb_session_routed(s, lb_route_pick(s->fe, name));
+}
+
+/* Watches the client for its ClientHello, sni_timeout from now. After a
+ * PROXY header the client is watched already, and what followed the
+ * header may have come with it (no new edge): read at once. */
+static void
+lb_session_hello_begin(struct lb_session *s)
+{
+    bool is_watched = s->is_client_watched;
+
+    s->state = LB_SESSION_HELLO;
+    s->is_client_watched = true;
+    if ((!is_watched && lb_session_watch(s, s->cfd, 0) == -1) ||
+        lb_session_arm(s, s->fe->conf->sni_timeout_ms) == -1) {
+        lb_session_finish(s, "event_add failed");
+        return;
+    }
+    if (is_watched)
+        lb_session_read_hello(s, 0);
 }
 
 /* ------------------------------------------------------------ connecting */
@@ -566,7 +684,7 @@ lb_session_hold_proxy_header(struct lb_session *s)
         return false;
     }
     snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
-    tlvs = (struct lb_proxy_tlvs){ .unique_id = id };
+    tlvs = (struct lb_proxy_tlvs){ .unique_id = id, .authority = s->sni };
     h->off = 0;
     h->len = (uint32_t)lb_proxy_build((uint8_t *)h->buf->data, s->server->conf->send_proxy,
                                       &s->client.sa, &s->local.sa, &tlvs);
@@ -1160,6 +1278,10 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_session_header_bad(s, LB_PROXY_TIMEOUT);
         return;
     }
+    if (s->state == LB_SESSION_HELLO) {
+        lb_session_unroutable(s, LB_SNI_TIMEOUT, false);
+        return;
+    }
     if (s->state == LB_SESSION_QUEUED) {
         /* A grant that won the race is on its way: it connects. */
         if (!lb_queue_leave(&s->wait, true))
@@ -1546,6 +1668,10 @@ lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
         lb_session_read_header(s, events);
         return;
     }
+    if (!is_server && s->state == LB_SESSION_HELLO) {
+        lb_session_read_hello(s, events);
+        return;
+    }
     if (!is_server && s->state != LB_SESSION_RELAYING) {
         /* After its header, before a server: the relay reads what came. */
         if (events & LB_IO_ENDING)
@@ -1710,17 +1836,19 @@ lb_session_finish(struct lb_session *s, const char *reason)
     char qbuf[64];
 
     lb_log(CONF_LOG_DEBUG, "session_end",
-           "id=%016llx frontend=%s server=%s client=%s state=%s reason=%s bytes_in=%llu "
-           "bytes_out=%llu duration_ms=%llu", (unsigned long long)s->id,
+           "id=%016llx frontend=%s server=%s client=%s sni=%s state=%s reason=%s "
+           "bytes_in=%llu bytes_out=%llu duration_ms=%llu", (unsigned long long)s->id,
            s->fe->conf->name, s->server ? s->server->conf->name : "-",
-           s->client_text, lb_session_state_names[s->state],
+           s->client_text, s->sni != NULL ? s->sni : "-", lb_session_state_names[s->state],
            lb_log_quote(qbuf, sizeof(qbuf), reason),
            (unsigned long long)s->down.bytes, (unsigned long long)s->up.bytes,
            (unsigned long long)(lb_mono_ms() - s->started_ms));
 
     s->is_done = true;
     event_del(&s->timer);
-    lb_ahist_observe(&s->pool->shared->session_duration, (lb_mono_ms() - s->started_ms) * 1000);
+    if (s->pool != NULL)
+        lb_ahist_observe(&s->pool->shared->session_duration,
+                         (lb_mono_ms() - s->started_ms) * 1000);
     if (s->again != 0)
         lb_session_again_unlink(s);
     if (s->is_pace_waiting)
@@ -1740,6 +1868,7 @@ lb_session_finish(struct lb_session *s, const char *reason)
     lb_half_release(&s->up);
     lb_half_release(&s->down);
     close(s->cfd);
+    free(s->sni);
 
     if (s->prev != NULL)
         s->prev->next = s->next;

@@ -418,6 +418,13 @@ lb_gen_free(struct lb_gen *g)
     }
     if (g->frontends != NULL) {
         for (size_t i = 0; i < g->conf->nfrontends; i++) {
+            struct lb_route *r = g->frontends[i].routes;
+
+            for (size_t k = 0; r != NULL && k < g->conf->frontends[i].routes.n; k++) {
+                if (r[k].stats != NULL && atomic_fetch_sub(&r[k].stats->refs, 1) == 1)
+                    free(r[k].stats);
+            }
+            free(r);
             lb_listen_unref(g->frontends[i].listen);
             if (g->frontends[i].stats != NULL &&
                 atomic_fetch_sub(&g->frontends[i].stats->refs, 1) == 1) {
@@ -438,14 +445,62 @@ lb_gen_free(struct lb_gen *g)
     free(g);
 }
 
+/* The routes of fe, their counts those of the same patterns in old (the
+ * frontend of the same name in the previous generation, or NULL). Both
+ * lists are sorted by pattern: one walk. -1 when out of memory. */
+static int
+lb_gen_routes_init(struct lb_frontend *fe, struct lb_gen *g, const struct lb_frontend *old)
+{
+    const struct conf_routes *cr = &fe->conf->routes;
+    size_t k = 0, nold = old != NULL ? old->conf->routes.n : 0;
+
+    if (cr->n == 0)
+        return 0;
+    if ((fe->routes = calloc(cr->n, sizeof(*fe->routes))) == NULL)
+        return -1;
+    for (size_t i = 0; i < cr->n; i++) {
+        struct lb_route *r = &fe->routes[i];
+        int d = 1;
+
+        r->conf = &cr->v[i];
+        r->pool = &g->pools[cr->v[i].pool_index];
+        while (k < nold && (d = strcmp(old->routes[k].conf->pattern, r->conf->pattern)) < 0)
+            k++;
+        if (k < nold && d == 0) {
+            r->stats = old->routes[k].stats;
+            atomic_fetch_add(&r->stats->refs, 1);
+            continue;
+        }
+        if ((r->stats = calloc(1, sizeof(*r->stats))) == NULL)
+            return -1;
+        atomic_init(&r->stats->refs, 1);
+    }
+    return 0;
+}
+
 static int
 lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
                      struct lb_gen *g, const struct lb_gen *old,
                      struct lb_listen *const *adopt, size_t nadopt, size_t nworkers,
                      char *err, size_t errlen)
 {
+    const struct lb_frontend *old_fe = NULL;
+
     fe->conf = cf;
-    fe->pool = &g->pools[cf->pool_index];
+    if (cf->routes.n == 0) {
+        fe->pool = &g->pools[cf->pool_index];
+        fe->max_attempts = fe->pool->conf->retries + 1;
+    }
+    if (cf->default_pool != NULL) {
+        fe->default_pool = &g->pools[cf->default_pool_index];
+        fe->max_attempts = fe->default_pool->conf->retries + 1;
+    }
+    for (size_t i = 0; i < cf->routes.n; i++) {
+        uint32_t n = g->pools[cf->routes.v[i].pool_index].conf->retries + 1;
+
+        if (n > fe->max_attempts)
+            fe->max_attempts = n;
+    }
     for (size_t i = 0; i < nadopt && fe->listen == NULL; i++) {
         if (lb_addr_equal(&adopt[i]->addr, &cf->listen)) {
             fe->listen = adopt[i];
@@ -462,7 +517,12 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
         if (fe->stats == NULL && strcmp(o->conf->name, cf->name) == 0) {
             fe->stats = o->stats;
             atomic_fetch_add(&fe->stats->refs, 1);
+            old_fe = o;
         }
+    }
+    if (lb_gen_routes_init(fe, g, old_fe) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
     if (fe->stats == NULL) {
         fe->stats = calloc(1, sizeof(*fe->stats));

@@ -166,11 +166,33 @@ struct lb_fe_stats {
     struct lb_sources *sources;         /* per-source counts (data.h), made by
                                            the first generation that set a
                                            per-source limit; NULL before */
+    /* routed by name (route lines) */
+    _Atomic uint64_t route_default[LB_ROUTE_FALLBACKS];  /* to default_pool */
+    _Atomic uint64_t route_closed[LB_ROUTE_FALLBACKS];   /* closed: no route */
+    _Atomic uint64_t sni_bad[LB_SNI_BADS];               /* unroutable first
+                                                            flights, by why */
+};
+
+/* A route's count, kept across reloads by frontend name and pattern. */
+struct lb_route_stats {
+    _Atomic uint32_t refs;
+    _Atomic uint64_t sessions;
+};
+
+struct lb_route {
+    const struct conf_route *conf;
+    struct lb_pool *pool;
+    struct lb_route_stats *stats;       /* one reference */
 };
 
 struct lb_frontend {
     const struct conf_frontend *conf;
-    struct lb_pool *pool;
+    struct lb_pool *pool;               /* NULL when routed by name */
+    struct lb_route *routes;            /* conf->routes.n, in its order */
+    struct lb_pool *default_pool;       /* NULL: none */
+    uint32_t max_attempts;              /* the most retries + 1 of its pools:
+                                           a session's room before its pool
+                                           is known */
     struct lb_listen *listen;           /* one reference */
     struct lb_fe_stats *stats;          /* one reference */
 };

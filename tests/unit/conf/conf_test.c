@@ -472,7 +472,7 @@ test_sections(void)
                   "[health] [admin] [frontend NAME] [pool NAME])\n");
     EXPECT_ERRORS(FRONTEND POOL "[frontend api]\n",
                   "@:6: frontend api: listen is required\n"
-                  "@:6: frontend api: pool is required\n");
+                  "@:6: frontend api: pool is required (or route lines)\n");
     EXPECT_ERRORS(FRONTEND POOL "[pool api]\n",
                   "@:6: pool api has no servers\n");
     EXPECT_ERRORS(FRONTEND POOL "[frontend]\nlisten = 1.2.3.4:80\n",
@@ -1473,6 +1473,119 @@ test_many_errors(void)
     EXPECT_ERRORS(text, exp);
 }
 
+
+#define ROUTED "[frontend tls]\nlisten = 127.0.0.1:8443\n"
+#define POOLS "[pool api]\nserver = a 127.0.0.1:9001\n[pool shop]\nserver = s 127.0.0.1:9002\n" \
+              "[pool web]\nserver = w 127.0.0.1:9003\n"
+
+/* route = PATTERN POOL: the patterns as kept, their match whatever the
+ * order of the lines, and each mistake at its line. */
+static void
+test_routes(void)
+{
+    struct conf *c, *d;
+    const struct conf_frontend *fe;
+
+    c = LOAD_OK(ROUTED
+                "route = *.Shop.Example.com. shop\n"
+                "route = API.example.COM api\n"
+                "route = * web\n"
+                "route = *.example.com\tweb\n"
+                "default_pool = web\n"
+                "route_unknown = close\n"
+                "sni_max_bytes = 256\n"
+                "sni_timeout = 300ms\n" POOLS);
+    if (c != NULL) {
+        fe = &c->frontends[0];
+        CHECK(fe->pool_name == NULL);
+        CHECK_EQ_INT(fe->routes.n, 4);
+        /* sorted by pattern */
+        CHECK_EQ_STR(fe->routes.v[0].pattern, "*");
+        CHECK_EQ_STR(fe->routes.v[1].pattern, "*.example.com");
+        CHECK_EQ_STR(fe->routes.v[2].pattern, "*.shop.example.com");
+        CHECK_EQ_STR(fe->routes.v[3].pattern, "api.example.com");
+        CHECK_EQ_INT(fe->routes.v[2].line, 3);
+        CHECK_EQ_STR(c->pools[fe->routes.v[2].pool_index].name, "shop");
+        CHECK_EQ_STR(c->pools[fe->routes.v[3].pool_index].name, "api");
+        CHECK_EQ_STR(c->pools[fe->default_pool_index].name, "web");
+        CHECK_EQ_INT(fe->route_unknown, CONF_ROUTE_UNKNOWN_CLOSE);
+        CHECK_EQ_INT(fe->sni_max_bytes, 256);
+        CHECK_EQ_INT(fe->sni_timeout_ms, 300);
+        /* exact, then the one-label wildcard, then "*" */
+        CHECK_EQ_INT(conf_route_match(fe, "api.example.com"), 3);
+        CHECK_EQ_INT(conf_route_match(fe, "a.shop.example.com"), 2);
+        CHECK_EQ_INT(conf_route_match(fe, "shop.example.com"), 1);
+        CHECK_EQ_INT(conf_route_match(fe, "a.b.shop.example.com"), 0);
+        CHECK_EQ_INT(conf_route_match(fe, "example.com"), 0);
+        CHECK_EQ_INT(conf_route_match(fe, "other"), 0);
+        CHECK_EQ_INT(conf_route_match(fe, ""), -1);     /* no SNI: default_pool */
+        /* a copy keeps them */
+        d = conf_dup(c);
+        CHECK(d != NULL);
+        if (d != NULL) {
+            CHECK_EQ_INT(d->frontends[0].routes.n, 4);
+            CHECK_EQ_STR(d->frontends[0].routes.v[3].pool_name, "api");
+            CHECK(d->frontends[0].routes.v[3].pattern != fe->routes.v[3].pattern);
+            CHECK_EQ_STR(d->frontends[0].default_pool, "web");
+        }
+        conf_free(d);
+    }
+    conf_free(c);
+
+    c = LOAD_OK(ROUTED "route = api.example.com api\n" POOLS);
+    if (c != NULL) {
+        fe = &c->frontends[0];
+        CHECK(fe->default_pool == NULL);
+        CHECK_EQ_INT(fe->route_unknown, CONF_ROUTE_UNKNOWN_DEFAULT);
+        CHECK_EQ_INT(fe->sni_max_bytes, 16384);
+        CHECK_EQ_INT(fe->sni_timeout_ms, 5000);
+        CHECK_EQ_INT(conf_route_match(fe, "api.example.com"), 0);
+        CHECK_EQ_INT(conf_route_match(fe, "x.api.example.com"), -1);
+        CHECK_EQ_INT(conf_route_match(fe, "example.com"), -1);
+    }
+    conf_free(c);
+
+    EXPECT_ERRORS(ROUTED "route = api.example.com api\nroute = *.shop.example.com shop\n"
+                  "route = API.Example.Com. web\n" POOLS,
+                  "@:5: frontend tls: route api.example.com is already routed at line 3 "
+                  "(patterns compare without case and trailing dot)\n");
+    EXPECT_ERRORS(ROUTED "pool = web\nroute = api.example.com api\n" POOLS,
+                  "@:4: frontend tls: route lines and pool (line 3) exclude each other: a "
+                  "frontend routes by name, or sends every client to its pool\n");
+    EXPECT_ERRORS(ROUTED "route = api.example.com nope\ndefault_pool = gone\n" POOLS,
+                  "@:3: frontend tls: pool \"nope\" does not exist\n"
+                  "@:4: frontend tls: pool \"gone\" does not exist\n");
+    EXPECT_ERRORS(ROUTED "route = api.example.com api\nroute_unknown = default\n" POOLS,
+                  "@:4: frontend tls: route_unknown = default needs default_pool\n");
+    EXPECT_ERRORS(ROUTED "pool = web\ndefault_pool = web\nsni_timeout = 1s\n" POOLS,
+                  "@:4: frontend tls: default_pool applies to route lines, and the frontend "
+                  "has none\n"
+                  "@:5: frontend tls: sni_timeout applies to route lines, and the frontend "
+                  "has none\n");
+    EXPECT_ERRORS(ROUTED "route = a*.example.com api\nroute = *. api\nroute = foo..bar api\n"
+                  "route = *.*.example.com api\nroute = -\nroute = api.example.com a b\n"
+                  "route = api.example.com web!\nsni_max_bytes = 100\n" POOLS,
+                  "@:3: route: \"a*.example.com\" is not a host name, \"*.NAME\" or \"*\" "
+                  "(labels of 1 to 63 of A-Z a-z 0-9 - _, at most 253 bytes; a \"*\" only as "
+                  "the whole first label)\n"
+                  "@:4: route: \"*.\" is not a host name, \"*.NAME\" or \"*\" (labels of 1 to "
+                  "63 of A-Z a-z 0-9 - _, at most 253 bytes; a \"*\" only as the whole first "
+                  "label)\n"
+                  "@:5: route: \"foo..bar\" is not a host name, \"*.NAME\" or \"*\" (labels of "
+                  "1 to 63 of A-Z a-z 0-9 - _, at most 253 bytes; a \"*\" only as the whole "
+                  "first label)\n"
+                  "@:6: route: \"*.*.example.com\" is not a host name, \"*.NAME\" or \"*\" "
+                  "(labels of 1 to 63 of A-Z a-z 0-9 - _, at most 253 bytes; a \"*\" only as "
+                  "the whole first label)\n"
+                  "@:7: route: \"-\" is not PATTERN POOL (a name, \"*.NAME\" or \"*\", then "
+                  "the pool)\n"
+                  "@:8: route: \"api.example.com a b\" is not PATTERN POOL (a name, "
+                  "\"*.NAME\" or \"*\", then the pool)\n"
+                  "@:9: route: pool \"web!\" is not a valid name (use 1 to 63 of A-Z a-z 0-9 "
+                  "_ . -)\n"
+                  "@:10: sni_max_bytes: 100 is out of range (256..65536)\n");
+}
+
 int
 main(void)
 {
@@ -1496,6 +1609,7 @@ main(void)
     test_servers();
     test_send_proxy();
     test_frontend_access();
+    test_routes();
     test_unresolvable();
     test_references();
     test_check_timeout();
