@@ -503,6 +503,10 @@ lb_session_read_hello(struct lb_session *s, uint32_t events)
 
     if (events & LB_IO_ENDING)
         s->is_client_ending = true;
+    /* Joining io_fd reports the socket writable, before any byte came: no
+     * peek for that (0: asked directly, after a PROXY header). */
+    if (events != 0 && !(events & (EPOLLIN | LB_IO_ENDING)))
+        return;
     if (s->hello_need != 0 && !s->is_client_ending &&
         (ioctl(s->cfd, FIONREAD, &avail) == -1 || (uint32_t)avail < s->hello_need))
         return;
