@@ -45,8 +45,9 @@ TSAN_OPTIONS+=":suppressions=$PWD/tests/tsan.supp"
 # the hand-over (lb -x), whose admin socket changes hands under the admin
 # thread, and more workers than CPUs (their loops take turns), and a
 # listener's close (its retiring socket's accepts against main's stop) and
-# connect pacing (each worker's window against the server's shared figures).
-TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared|listener_close|connect_pacing)$)'
+# connect pacing (each worker's window against the server's shared figures)
+# and routes by name (route counts kept across reloads, read by /stats).
+TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared|listener_close|connect_pacing|sni_route)$)'
 # ... but test_admin_limits, whose deadlines and descriptor limits are the
 # admin thread's own (25 s of waiting, no other thread involved).
 TSAN_SKIP='^integration/test_admin_limits$'
