@@ -310,27 +310,9 @@ conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
 static bool
 conf_dns_name_is_valid(const char *s)
 {
-    size_t n = strlen(s), label = 0;
+    char lower[CONF_HOST_MAX + 1];
 
-    if (n > 0 && s[n - 1] == '.')
-        n--;
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c == '.') {
-            if (label == 0)
-                return false;
-            label = 0;
-        } else if (isalnum(c) || c == '-' || c == '_') {
-            if (++label > 63)
-                return false;
-        } else {
-            return false;
-        }
-    }
-    return label > 0;
+    return conf_host_normalise(s, strlen(s), lower);
 }
 
 static void

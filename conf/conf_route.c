@@ -20,11 +20,7 @@
 
 #define CONF_LABEL_MAX 63
 
-/* A host name's characters: letters, digits, '-' and '_' (seen in real
- * names though not in RFC 1123) in labels of 1..63, at most
- * CONF_HOST_MAX bytes without the trailing dot. Writes it lower case into
- * out (CONF_HOST_MAX + 1 bytes). */
-static bool
+bool
 conf_host_normalise(const char *s, size_t len, char *out)
 {
     size_t label = 0;

@@ -38,6 +38,13 @@ bool conf_name_is_valid(const char *s);
  * "[2001:db8::1]:8080"). */
 bool conf_server_name_is_valid(const char *s);
 
+/* A DNS name of len bytes (route patterns, discover_name): labels of 1 to
+ * 63 letters, digits, '-' and '_' (seen in real names, and SRV names start
+ * with one), at most CONF_HOST_MAX bytes without an optional final dot.
+ * Writes it lower case and without that dot into out (CONF_HOST_MAX + 1
+ * bytes). conf_route.c. */
+bool conf_host_normalise(const char *s, size_t len, char *out);
+
 /* route = PATTERN POOL (conf_route.c): out->pattern and out->pool_name
  * malloc'd (the pattern lower case, without a trailing dot). */
 int conf_parse_route(const char *s, struct conf_route *out, char *err, size_t errlen);
