@@ -77,9 +77,10 @@ import tempfile
 import threading
 import time
 
-HOST = "127.0.0.1"
+from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, listening, log,
+                       others_cpu_since, others_cpu_ticks)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
 AB_CONCURRENCY = 32
 FULL = dict(reps=5, ab_n=20000)
@@ -89,109 +90,7 @@ TARGETS = [("lb-v2", "haproxy-v2", 0.90), ("lb-v2", "lb-off", 1.03)]
 PP2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-class Failure(Exception):
-    """A check of this benchmark failed: the run's figures cannot be trusted."""
-
-
 # ---------------------------------------------------------------- /proc
-
-def stat_fields(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()  # from field 3 (state): [1] ppid, [11] utime
-
-
-def proc_table():
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                table[int(name)] = stat_fields(int(name))
-            except (OSError, IndexError):
-                pass
-    return table
-
-
-def process_tree(root, table=None):
-    children = {}
-    for pid, fields in (table or proc_table()).items():
-        children.setdefault(int(fields[1]), []).append(pid)
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    return tree
-
-
-def cpu_ns(pids):
-    """(runtime in ns from every thread's schedstat, utime+stime in ns from stat)."""
-    sched = ticks = 0
-    for pid in pids:
-        try:
-            fields = stat_fields(pid)
-            ticks += int(fields[11]) + int(fields[12])
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    sched += int(f.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass  # a thread that just ended
-    return sched, ticks * 1e9 / CLK_TCK
-
-
-def others_cpu_ticks():
-    """{pid: ticks} of processes that are neither ours nor kernel threads (with reaped children)."""
-    table = proc_table()
-    ours = set(process_tree(os.getpid(), table))
-    return {pid: sum(int(x) for x in f[11:15])
-            for pid, f in table.items() if pid not in ours and pid != 2 and f[1] != "2"}
-
-
-def others_cpu_since(before, t0):
-    """(CPUs used by other processes since t0, the name of the one that used most)."""
-    after = others_cpu_ticks()
-    used = {pid: max(0, t - before.get(pid, 0)) for pid, t in after.items()}
-    top = max(used, key=used.get, default=None)
-    name = "-"
-    if top is not None:
-        try:
-            with open(f"/proc/{top}/comm") as f:
-                name = f.read().strip()
-        except OSError:
-            pass
-    return sum(used.values()) / CLK_TCK / (time.monotonic() - t0), name
-
-
-def listening(port):
-    suffix = ":%04X" % port
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            parts = line.split()
-            if parts[1].endswith(suffix) and parts[3] == "0A":
-                return True
-    return False
-
-
-def free_ports(base, count):
-    """`count` ports from `base` up that nobody listens on and that bind now."""
-    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    ports, port = [], base
-    while len(ports) < count:
-        if port >= lo:
-            sys.exit(f"no {count} free ports between --port-base {base} and the ephemeral range ({lo})")
-        if not listening(port):
-            with socket.socket() as s:
-                try:
-                    s.bind((HOST, port))
-                    ports.append(port)
-                except OSError:
-                    pass
-        port += 1
-    return ports
-
 
 def http_ok(port):
     try:
@@ -209,61 +108,6 @@ def http_ok(port):
 
 
 # ---------------------------------------------------------------- processes
-
-class Proc:
-    """A process we started, pinned to `cpu`, output to a log file, stopped by pid."""
-
-    def __init__(self, name, argv, cpu, logdir):
-        self.name = name
-        self.logpath = os.path.join(logdir, name + ".log")
-        with open(self.logpath, "ab") as out:
-            self.p = subprocess.Popen(["taskset", "-c", str(cpu)] + argv, stdout=out,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.pid = self.p.pid
-
-    def pids(self):
-        return process_tree(self.pid)
-
-    def log_tail(self, n=10):
-        try:
-            with open(self.logpath, errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
-
-    def wait_ready(self, check, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.p.poll() is not None:
-                raise Failure(f"{self.name} exited with {self.p.returncode}:\n{self.log_tail()}")
-            if check():
-                return
-            time.sleep(0.05)
-        raise Failure(f"{self.name} did not answer within {timeout:.0f}s:\n{self.log_tail()}")
-
-    def stop(self):
-        """SIGTERM, then SIGKILL; leftover children (nginx workers) by pid and start time."""
-        if self.p.poll() is not None:
-            return
-        leftovers = []
-        for pid in self.pids()[1:]:
-            try:
-                leftovers.append((pid, stat_fields(pid)[19]))
-            except OSError:
-                pass
-        self.p.terminate()
-        try:
-            self.p.wait(5)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-        for pid, start in leftovers:
-            try:
-                if stat_fields(pid)[19] == start:
-                    os.kill(pid, signal.SIGKILL)
-            except (OSError, IndexError):
-                pass
-
 
 # ---------------------------------------------------------------- backend
 
@@ -566,12 +410,6 @@ def parse_v2(data, client, frontend):
 
 
 # ---------------------------------------------------------------- report
-
-def fmt(v):
-    if v is None:
-        return "-"
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-
 
 METRICS = [("cps", "new connections", "conn/s"),
            ("cpu_us", "proxy CPU per connection", "cpu-us"),
