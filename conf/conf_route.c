@@ -51,40 +51,38 @@ conf_host_normalise(const char *s, size_t len, char *out)
 int
 conf_parse_route(const char *s, struct conf_route *out, char *err, size_t errlen)
 {
-    char pattern[CONF_HOST_MAX + 3], pool[CONF_NAME_MAX + 2];
-    size_t plen = strcspn(s, " \t");
-    const char *rest = s + plen;
-    size_t pool_len;
+    char pattern[CONF_HOST_MAX + 3], pool[CONF_NAME_MAX + 1];
+    const char *pat = s, *rest, *end;
+    size_t plen, pool_len;
 
     memset(out, 0, sizeof(*out));
-    rest += strspn(rest, " \t");
-    pool_len = strcspn(rest, " \t");
-    if (plen == 0 || pool_len == 0 || rest[pool_len + strspn(rest + pool_len, " \t")] != '\0') {
+    plen = conf_next_token(&pat);
+    rest = pat + plen;
+    pool_len = conf_next_token(&rest);
+    end = rest + pool_len;
+    if (plen == 0 || pool_len == 0 || conf_next_token(&end) != 0) {
         snprintf(err, errlen, "\"%s\" is not PATTERN POOL (a name, \"*.NAME\" or \"*\", "
                  "then the pool)", s);
         return -1;
     }
-    if (plen == 1 && s[0] == '*') {
+    if (plen == 1 && pat[0] == '*') {
         strcpy(pattern, "*");
-    } else if (plen > 2 && s[0] == '*' && s[1] == '.' &&
-               conf_host_normalise(s + 2, plen - 2, pattern + 2)) {
+    } else if (plen > 2 && pat[0] == '*' && pat[1] == '.' &&
+               conf_host_normalise(pat + 2, plen - 2, pattern + 2)) {
         memcpy(pattern, "*.", 2);
-    } else if (!conf_host_normalise(s, plen, pattern)) {
+    } else if (!conf_host_normalise(pat, plen, pattern)) {
         snprintf(err, errlen, "\"%.*s\" is not a host name, \"*.NAME\" or \"*\" (labels of "
                  "1 to 63 of A-Z a-z 0-9 - _, at most %d bytes; a \"*\" only as the whole "
-                 "first label)", (int)plen, s, CONF_HOST_MAX);
+                 "first label)", (int)plen, pat, CONF_HOST_MAX);
         return -1;
     }
-    if (pool_len > CONF_NAME_MAX) {
+    if (pool_len <= CONF_NAME_MAX) {
+        memcpy(pool, rest, pool_len);
+        pool[pool_len] = '\0';
+    }
+    if (pool_len > CONF_NAME_MAX || !conf_name_is_valid(pool)) {
         snprintf(err, errlen, "pool \"%.*s\" is not a valid name (use 1 to %d of A-Z a-z "
                  "0-9 _ . -)", (int)pool_len, rest, CONF_NAME_MAX);
-        return -1;
-    }
-    memcpy(pool, rest, pool_len);
-    pool[pool_len] = '\0';
-    if (!conf_name_is_valid(pool)) {
-        snprintf(err, errlen, "pool \"%s\" is not a valid name (use 1 to %d of A-Z a-z "
-                 "0-9 _ . -)", pool, CONF_NAME_MAX);
         return -1;
     }
     out->pattern = strdup(pattern);

@@ -32,7 +32,6 @@ static int conf_parse_port(const char *s, uint16_t *out);
 static int conf_expect_item(const char *s, size_t n,
                             struct conf_expect *out, char *err,
                             size_t errlen);
-static size_t conf_next_token(const char **p);
 
 static const struct conf_unit conf_units[] = {
     { "ms", 1 },
@@ -751,8 +750,7 @@ conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b)
     return false;
 }
 
-/* Skips blanks, returns the length of the token now at *p (0 at the end). */
-static size_t
+size_t
 conf_next_token(const char **p)
 {
     size_t n = 0;

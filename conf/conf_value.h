@@ -38,6 +38,10 @@ bool conf_name_is_valid(const char *s);
  * "[2001:db8::1]:8080"). */
 bool conf_server_name_is_valid(const char *s);
 
+/* Skips blanks, returns the length of the token now at *p (0 at the end):
+ * the words of a multi-word value (server, route). */
+size_t conf_next_token(const char **p);
+
 /* A DNS name of len bytes (route patterns, discover_name): labels of 1 to
  * 63 letters, digits, '-' and '_' (seen in real names, and SRV names start
  * with one), at most CONF_HOST_MAX bytes without an optional final dot.
