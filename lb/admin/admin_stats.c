@@ -438,6 +438,7 @@ lb_admin_pool_json(struct lb_daemon *d, const char *pool, struct evbuffer *out)
     return rc;
 }
 
+/* ,"key":{"reason":count,...} for counts v[0..n) named by name(). */
 static void
 lb_stats_reasons_json(struct evbuffer *out, const char *key, const _Atomic uint64_t *v, int n,
                       const char *(*name)(int))
@@ -453,6 +454,12 @@ static const char *
 lb_stats_fallback_name(int r)
 {
     return lb_route_fallback_name((enum lb_route_fallback)r);
+}
+
+static const char *
+lb_stats_proxy_bad_name(int r)
+{
+    return lb_proxy_bad_name((enum lb_proxy_bad)r);
 }
 
 static const char *
@@ -506,12 +513,9 @@ lb_stats_frontend_access_json(const struct lb_frontend *fe, struct evbuffer *out
         evbuffer_add_printf(out, "%s\"%s\":%llu", r == LB_DENY_ACL ? "" : ",",
                             lb_deny_reason_name((enum lb_deny_reason)r),
                             (unsigned long long)LB_LOAD(fe->stats->denied[r]));
-    LB_ADD_LIT(out, "},\"proxy_header_bad\":{");
-    for (int b = 0; b < LB_PROXY_BADS; b++)
-        evbuffer_add_printf(out, "%s\"%s\":%llu", b == 0 ? "" : ",",
-                            lb_proxy_bad_name((enum lb_proxy_bad)b),
-                            (unsigned long long)LB_LOAD(fe->stats->proxy_bad[b]));
     LB_ADD_LIT(out, "}");
+    lb_stats_reasons_json(out, "proxy_header_bad", fe->stats->proxy_bad, LB_PROXY_BADS,
+                          lb_stats_proxy_bad_name);
     if (fe->stats->sources != NULL &&
         (fc->max_connections_per_source != 0 || fc->rate_per_source != 0)) {
         struct lb_sources_stats st;
