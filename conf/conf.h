@@ -254,12 +254,20 @@ enum conf_route_unknown {
     CONF_ROUTE_UNKNOWN_CLOSE,
 };
 
+/* protocol: what a frontend listens for. */
+enum conf_protocol {
+    CONF_PROTOCOL_TCP = 0,
+    CONF_PROTOCOL_UDP,              /* datagram flows (README, "UDP") */
+};
+
 struct conf_frontend {
     char *name;
     int line;
     struct conf_addr listen;
     int listen_line;                /* of its listen key: where a bind
                                        error points */
+    enum conf_protocol protocol;
+    int protocol_line;              /* 0 when the key is absent */
     char *pool_name;                /* NULL when the frontend has routes */
     size_t pool_index;              /* into conf.pools, resolved by conf_load */
 
@@ -285,6 +293,13 @@ struct conf_frontend {
     uint32_t rate_per_source;       /* new connections per second, 0 = any */
     uint32_t source_table_size;     /* addresses the two limits track */
     uint32_t source_ipv6_prefix;    /* IPv6 sources are grouped by it */
+
+    /* protocol = udp: a flow per client address and port */
+    uint64_t udp_idle_timeout_ms;   /* a flow without traffic ends */
+    uint32_t udp_responses;         /* ... or after this many replies; 0 =
+                                       no count (nginx's proxy_responses) */
+    uint32_t udp_max_flows;         /* open at once; the LRU one goes */
+    bool log_flows;                 /* a flow_end event per flow */
 };
 
 struct conf {
@@ -350,5 +365,6 @@ const char *conf_role_name(enum conf_role r);
 const char *conf_source_name(enum conf_source s);
 const char *conf_proxy_name(enum conf_proxy p);
 const char *conf_route_unknown_name(enum conf_route_unknown u);
+const char *conf_protocol_name(enum conf_protocol p);
 
 #endif /* CONF_H */

@@ -37,6 +37,8 @@ static void conf_check_accept_proxy(struct conf_parse *p, const struct conf_fron
                                     const struct conf_lines *l);
 static void conf_check_routes(struct conf_parse *p, struct conf_frontend *fe,
                               const struct conf_lines *l);
+static void conf_check_udp(struct conf_parse *p, struct conf_frontend *fe,
+                           const struct conf_lines *l);
 static void conf_check_frontends(struct conf_parse *p);
 static void conf_check_names(struct conf_parse *p, struct conf_named a, const char *what,
                              const char *where, const char *where_name);
@@ -101,8 +103,9 @@ conf_check_listen(struct conf_parse *p, size_t i, int line)
         const struct conf_lines *ol = &p->frontend_lines[j];
         const struct conf_addr *b = &other->listen;
 
+        /* TCP and UDP ports are two spaces: DNS serves both on :53 */
         if (ol->key[klisten_fe] == 0 || ol->bad[klisten_fe] ||
-            !conf_addr_overlaps(a, b))
+            other->protocol != fe->protocol || !conf_addr_overlaps(a, b))
             continue;
         if (a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0)
             conf_error(p, line, "frontend %s: listen %s is already used by "
@@ -114,7 +117,7 @@ conf_check_listen(struct conf_parse *p, size_t i, int line)
                        b->text, other->name, ol->key[klisten_fe]);
         return;
     }
-    if (!admin->bad[klisten_admin] &&
+    if (!admin->bad[klisten_admin] && fe->protocol == CONF_PROTOCOL_TCP &&
         conf_addr_overlaps(a, &p->c->admin.listen)) {
         if (admin->key[klisten_admin] != 0)
             conf_error(p, line, "frontend %s: listen %s overlaps the [admin] "
@@ -212,6 +215,36 @@ conf_check_routes(struct conf_parse *p, struct conf_frontend *fe, const struct c
                    "default_pool", fe->name);
 }
 
+/* The keys of each protocol mean nothing under the other: a UDP frontend
+ * reads no stream (no PROXY header, no ClientHello) and keeps flows, not
+ * connections, per source. */
+static void
+conf_check_udp(struct conf_parse *p, struct conf_frontend *fe, const struct conf_lines *l)
+{
+    static const char *const udp_keys[] = {
+        "udp_idle_timeout", "udp_responses", "udp_max_flows", "log_flows"
+    };
+    static const char *const tcp_keys[] = {
+        "route", "default_pool", "route_unknown", "sni_max_bytes", "sni_timeout",
+        "accept_proxy", "accept_proxy_from", "accept_proxy_timeout",
+        "max_connections_per_source", "rate_per_source", "source_table_size",
+        "source_ipv6_prefix"
+    };
+    bool is_udp = fe->protocol == CONF_PROTOCOL_UDP;
+    const char *const *keys = is_udp ? tcp_keys : udp_keys;
+    size_t n = is_udp ? sizeof(tcp_keys) / sizeof(tcp_keys[0])
+                      : sizeof(udp_keys) / sizeof(udp_keys[0]);
+
+    for (size_t i = 0; i < n; i++) {
+        int k = conf_key_find(CONF_SECTION_FRONTEND, keys[i]);
+
+        if (l->key[k] != 0)
+            conf_error(p, l->key[k], "frontend %s: %s applies to protocol = %s frontends, "
+                       "and this one is %s", fe->name, keys[i], is_udp ? "tcp" : "udp",
+                       conf_protocol_name(fe->protocol));
+    }
+}
+
 static void
 conf_check_frontends(struct conf_parse *p)
 {
@@ -236,6 +269,7 @@ conf_check_frontends(struct conf_parse *p)
         fe->listen_line = l->key[klisten];
         if (l->key[klisten] != 0 && !l->bad[klisten])
             conf_check_listen(p, i, l->key[klisten]);
+        conf_check_udp(p, fe, l);
         conf_check_accept_proxy(p, fe, l);
         conf_check_routes(p, fe, l);
         if (fe->pool_name == NULL || l->bad[kpool])

@@ -107,6 +107,9 @@ static const char *const conf_accept_proxy_names[] = {
 static const char *const conf_route_unknown_names[] = {
     [CONF_ROUTE_UNKNOWN_DEFAULT] = "default", [CONF_ROUTE_UNKNOWN_CLOSE] = "close", NULL
 };
+static const char *const conf_protocol_names[] = {
+    [CONF_PROTOCOL_TCP] = "tcp", [CONF_PROTOCOL_UDP] = "udp", NULL
+};
 static const char *const conf_send_proxy_names[] = {
     "off", "v1", "v2", NULL
 };
@@ -208,6 +211,13 @@ static const struct conf_key conf_frontend_keys[] = {
       "0/s", 0, 1000000, NULL, 0 },
     CONF_COUNT(struct conf_frontend, source_table_size, "65536", 1, 16777216),
     CONF_COUNT(struct conf_frontend, source_ipv6_prefix, "64", 1, 128),
+    /* UDP flows (conf_check_frontends: only with protocol = udp) */
+    CONF_ENUM(struct conf_frontend, protocol, "tcp", conf_protocol_names),
+    CONF_DURATION(struct conf_frontend, "udp_idle_timeout", udp_idle_timeout_ms, "30s",
+                  CONF_MSEC(10), CONF_HOURS(1)),
+    CONF_COUNT(struct conf_frontend, udp_responses, "0", 0, 1000000),
+    CONF_COUNT(struct conf_frontend, udp_max_flows, "65536", 1, 1048576),
+    CONF_TYPED(struct conf_frontend, "log_flows", log_flows, CONF_TYPE_BOOL, "off", 0),
 };
 
 static const struct conf_key conf_pool_keys[] = {
@@ -591,5 +601,6 @@ LB_ENUM_NAME(conf_check_name, enum conf_check, conf_check_names, "unknown")
 LB_ENUM_NAME(conf_role_name, enum conf_role, conf_role_names, "unknown")
 LB_ENUM_NAME(conf_source_name, enum conf_source, conf_source_names, "unknown")
 LB_ENUM_NAME(conf_proxy_name, enum conf_proxy, conf_accept_proxy_names, "unknown")
+LB_ENUM_NAME(conf_protocol_name, enum conf_protocol, conf_protocol_names, "unknown")
 LB_ENUM_NAME(conf_route_unknown_name, enum conf_route_unknown, conf_route_unknown_names,
              "unknown")

@@ -1083,8 +1083,8 @@ lb_admin_start(struct lb_daemon *d, char *err, size_t errlen)
      * instead. */
     fd = lb_takeover_admin_fd(d, &ac->listen);
     if (fd < 0)
-        fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len, false,
-                           lerr, sizeof(lerr));
+        fd = lb_net_listen((const struct sockaddr *)&ac->listen.ss, ac->listen.len,
+                           SOCK_STREAM, false, lerr, sizeof(lerr));
     if (fd >= 0 && (bound = evhttp_accept_socket_with_handle(a->http, fd)) == NULL)
         close(fd);
     if (bound == NULL) {

@@ -112,11 +112,12 @@ const char *lb_log_quote(char *buf, size_t len, const char *s);
 /* "host:port" / "[v6]:port" of a socket address, into buf. */
 const char *lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 
-/* A non-blocking listening socket with SO_REUSEADDR, bound to addr. With
- * reuseport (frontends: one socket per worker, the kernel spreads accepts
- * over them) also SO_REUSEPORT. Returns the fd, or -1 with err set and
- * errno that of the failed call. */
-int lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+/* A non-blocking listening socket of type SOCK_STREAM (listening) or
+ * SOCK_DGRAM (bound) with SO_REUSEADDR, bound to addr. With reuseport
+ * (frontends: one socket per worker, the kernel spreads accepts and
+ * datagrams over them) also SO_REUSEPORT. Returns the fd, or -1 with err
+ * set and errno that of the failed call. */
+int lb_net_listen(const struct sockaddr *addr, socklen_t len, int type, bool reuseport,
                   char *err, size_t errlen);
 
 /* Whether a new listener on addr would be alone there: binds a socket
@@ -124,7 +125,8 @@ int lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
  * bind's errno (EADDRINUSE: some socket listens there) with err set. A
  * free answer holds only until the caller binds: call it right before
  * lb_net_listen. Any thread. */
-int lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t errlen);
+int lb_net_check_free(const struct sockaddr *addr, socklen_t len, int type, char *err,
+                      size_t errlen);
 
 /* Raises the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
 uint64_t lb_net_raise_fd_limit(void);

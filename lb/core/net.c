@@ -41,14 +41,15 @@ lb_net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
     return buf;
 }
 
-/* A non-blocking socket with lb's listening options, bound to addr; not
- * listening yet. -1 with err set and errno kept for the caller. */
+/* A non-blocking socket of type (SOCK_STREAM, SOCK_DGRAM) with lb's
+ * listening options, bound to addr; not listening yet. -1 with err set and
+ * errno kept for the caller. */
 static int
-lb_net_bind(const struct sockaddr *addr, socklen_t len, bool reuseport,
+lb_net_bind(const struct sockaddr *addr, socklen_t len, int type, bool reuseport,
             char *err, size_t errlen)
 {
     int one = 1, e;
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(addr->sa_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
         e = errno;
@@ -70,7 +71,8 @@ lb_net_bind(const struct sockaddr *addr, socklen_t len, bool reuseport,
     /* Accepted sockets inherit TCP_NODELAY from the listener on Linux: one
      * setsockopt here instead of one per connection. A proxy must not add
      * Nagle's delay to small writes. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (type == SOCK_STREAM)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (addr->sa_family == AF_INET6)    /* [::]:80 means IPv6 only, as nginx */
         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, addr, len) == -1) {
@@ -86,12 +88,12 @@ fail:
 }
 
 int
-lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
+lb_net_listen(const struct sockaddr *addr, socklen_t len, int type, bool reuseport,
               char *err, size_t errlen)
 {
-    int fd = lb_net_bind(addr, len, reuseport, err, errlen);
+    int fd = lb_net_bind(addr, len, type, reuseport, err, errlen);
 
-    if (fd >= 0 && listen(fd, LB_NET_BACKLOG) == -1) {
+    if (fd >= 0 && type == SOCK_STREAM && listen(fd, LB_NET_BACKLOG) == -1) {
         int e = errno;
 
         snprintf(err, errlen, "listen: %s", strerror(e));
@@ -103,7 +105,8 @@ lb_net_listen(const struct sockaddr *addr, socklen_t len, bool reuseport,
 }
 
 int
-lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t errlen)
+lb_net_check_free(const struct sockaddr *addr, socklen_t len, int type, char *err,
+                  size_t errlen)
 {
     /* The same options as the real sockets but SO_REUSEPORT: with it the
      * kernel lets a bind share the address with any listener of the same
@@ -111,7 +114,7 @@ lb_net_check_free(const struct sockaddr *addr, socklen_t len, char *err, size_t 
      * listens there, whoever owns it and whatever it set (SO_REUSEADDR
      * only passes over sockets that set it too and do not listen: lb's own
      * connections and TIME_WAIT after a restart). */
-    int fd = lb_net_bind(addr, len, false, err, errlen);
+    int fd = lb_net_bind(addr, len, type, false, err, errlen);
 
     if (fd < 0)
         return errno;

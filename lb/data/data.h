@@ -72,6 +72,8 @@ struct lb_worker {
     struct lb_session *sessions;        /* doubly linked, for shutdown */
     size_t nsessions;
     struct lb_buf *free_bufs;           /* relay buffers kept for reuse */
+    struct lb_buf *udp_buf;             /* datagrams, for every UDP address
+                                           (udp.c); NULL until one is used */
     size_t nfree_bufs;
     struct lb_pipe *free_pipes;         /* empty splice pipes kept */
     size_t nfree_pipes;
@@ -278,6 +280,47 @@ struct lb_pool *lb_route_pick(struct lb_frontend *fe, const char *name);
  * nothing). Any worker. */
 struct lb_pool *lb_route_unroutable(struct lb_frontend *fe, const char *client_text,
                                     enum lb_sni_bad why, bool is_empty);
+
+/* --------------------------------------------------------------- udp.c
+ * UDP frontends (README, "UDP"): datagrams from one client address and
+ * port form a flow, pinned to one server and given one connected socket
+ * towards it, so that the kernel matches the server's replies to it. A
+ * worker keeps the flows of each UDP address it listens on in a table of
+ * its own, which a reload that keeps the address hands to the new
+ * listener: open flows live on, on their servers. */
+
+/* Why a datagram from a client went nowhere: the reason label of
+ * lb_frontend_udp_dropped_total. */
+enum lb_udp_drop {
+    LB_UDP_DROP_NO_SERVER = 0,      /* none in rotation, or all full */
+    LB_UDP_DROP_DENIED,             /* allow / deny */
+    LB_UDP_DROP_NO_SOCKET,          /* no socket for a new flow (descriptors) */
+    LB_UDP_DROP_SEND_FAILED,        /* the kernel refused it (buffers, ICMP) */
+    LB_UDP_DROP_TOO_MANY_FLOWS,     /* at udp_max_flows, nothing to evict here */
+    LB_UDP_DROPS
+};
+const char *lb_udp_drop_name(enum lb_udp_drop r);   /* "no_server", ... */
+
+struct lb_udp_table;
+
+/* A table for worker w's socket fd of a UDP address; NULL when out of
+ * memory. */
+struct lb_udp_table *lb_udp_table_new(struct lb_worker *w, int fd);
+/* The frontend (of the worker's generation g) whose new flows it makes,
+ * and whose udp_idle_timeout, udp_responses and log_flows its flows
+ * follow from now on: at start and at each switch. */
+void lb_udp_table_use(struct lb_udp_table *t, struct lb_gen *g, struct lb_frontend *fe);
+/* Ends every flow (flow_end reason: why) and frees the table; the socket
+ * is the caller's. */
+void lb_udp_table_free(struct lb_udp_table *t, const char *why);
+/* The listening socket's read event: datagrams from clients. */
+void lb_udp_on_datagrams(int fd, short what, void *arg);
+/* The drain scan: ends the flows whose server's drain deadline passed
+ * (at now), and lowers *next to the earliest deadline still to come. */
+void lb_udp_drain_scan(struct lb_udp_table *t, uint64_t now, uint64_t *next);
+
+/* The hash a client is balanced by (source): its address, not its port. */
+uint64_t lb_client_hash(const struct sockaddr *sa);
 
 /* ------------------------------------------------------------ session.c */
 

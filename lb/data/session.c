@@ -219,8 +219,8 @@ lb_session_nodelay(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static uint64_t
-lb_session_client_hash(const struct sockaddr *sa)
+uint64_t
+lb_client_hash(const struct sockaddr *sa)
 {
     /* The address without the port: one client keeps its server. */
     if (sa->sa_family == AF_INET6) {
@@ -303,7 +303,7 @@ static void
 lb_session_go(struct lb_session *s)
 {
     if (s->pool->bal->algo == BAL_ALGO_SOURCE)
-        s->client_hash = lb_session_client_hash(&s->client.sa);
+        s->client_hash = lb_client_hash(&s->client.sa);
     s->state = LB_SESSION_CONNECTING;
     /* First come, first served: while clients wait for a slot, a new one
      * queues behind them rather than take the next slot that frees. */

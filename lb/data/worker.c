@@ -63,6 +63,8 @@ struct lb_listener {
                                            gen */
     int fd;
     struct event *ev;
+    struct lb_udp_table *udp;           /* a UDP address's flows (udp.c);
+                                           NULL for TCP */
     struct lb_listener *next;           /* the retiring list */
     uint64_t close_at_ms;               /* retiring: its grace ends */
     bool is_enabled;
@@ -191,12 +193,26 @@ lb_worker_listeners_build(struct lb_worker *w, struct lb_gen *g,
                 event_free(old[k].ev);      /* its socket is taken over */
                 old[k].ev = NULL;
                 old[k].listen = NULL;
+                l->udp = old[k].udp;        /* ... and its flows */
+                old[k].udp = NULL;
             }
         }
-        l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, l);
+        if (l->listen->type == SOCK_DGRAM && l->udp == NULL)
+            l->udp = lb_udp_table_new(w, l->fd);
+        if (l->udp != NULL)
+            lb_udp_table_use(l->udp, g, l->fe);
+        l->ev = l->listen->type == SOCK_DGRAM
+                    ? (l->udp != NULL ? event_new(w->base, l->fd, EV_READ | EV_PERSIST,
+                                                  lb_udp_on_datagrams, l->udp)
+                                      : NULL)
+                    : event_new(w->base, l->fd, EV_READ | EV_PERSIST, lb_worker_on_accept, l);
         if (l->ev == NULL) {
-            for (size_t k = 0; k < i; k++)
-                event_free(ls[k].ev);
+            /* out of memory: the flows taken over end */
+            for (size_t k = 0; k <= i; k++) {
+                if (ls[k].ev != NULL)
+                    event_free(ls[k].ev);
+                lb_udp_table_free(ls[k].udp, "reload");
+            }
             free(ls);
             return -1;
         }
@@ -432,8 +448,13 @@ lb_worker_listeners_close(struct lb_worker *w, struct lb_listener *ls, size_t n)
         if (l->ev != NULL)
             event_free(l->ev);
         l->ev = NULL;
+        /* A UDP socket has no queue of half-open clients to serve first,
+         * and its flows' replies leave from it: both end now. */
+        lb_udp_table_free(l->udp, w->is_stopping ? "shutdown" : "reload");
+        l->udp = NULL;
         if (l->listen != NULL && l->listen->fds[w->id] >= 0) {
-            if (w->is_handed_over || w->is_forced || !lb_worker_listener_retire(w, l)) {
+            if (w->is_handed_over || w->is_forced || l->listen->type == SOCK_DGRAM ||
+                !lb_worker_listener_retire(w, l)) {
                 close(l->listen->fds[w->id]);
                 atomic_fetch_sub_explicit(&l->listen->nopen, 1, memory_order_release);
             }
@@ -593,6 +614,9 @@ lb_worker_fini(struct lb_worker *w)
     w->npaces = 0;
     free(w->listeners);
     w->listeners = NULL;
+    if (w->udp_buf != NULL)
+        free(w->udp_buf);
+    w->udp_buf = NULL;
     while (w->free_bufs != NULL) {
         struct lb_buf *b = w->free_bufs;
         w->free_bufs = b->next;
@@ -676,8 +700,10 @@ lb_worker_sync_listeners(struct lb_worker *w)
 {
     bool can = !w->is_accept_paused_emfile && !atomic_load(&w->daemon->limit.paused);
 
+    /* the connection cap and the descriptors pause accepts, not datagrams */
     for (size_t i = 0; i < w->nlisteners; i++)
-        lb_listener_enable(&w->listeners[i], can && !w->is_stopping);
+        lb_listener_enable(&w->listeners[i], (can || w->listeners[i].udp != NULL) &&
+                                                 !w->is_stopping);
     for (struct lb_listener *r = w->retiring; r != NULL; r = r->next)
         lb_listener_enable(r, can);
 }
@@ -782,6 +808,10 @@ lb_worker_drain_scan(struct lb_worker *w)
         else if (deadline != 0 && (next == 0 || deadline < next))
             next = deadline;
         s = following;
+    }
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].udp != NULL)
+            lb_udp_drain_scan(w->listeners[i].udp, now, &next);
     }
     event_del(w->drain_ev);
     if (next != 0) {

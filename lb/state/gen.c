@@ -136,8 +136,8 @@ lb_gen_find_backend(const struct lb_gen *old, const char *pool, const struct con
 /* The sockets of an address lb does not listen on yet: one per worker.
  * *in_use is set when another socket holds the address. */
 static struct lb_listen *
-lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *in_use,
-              char *err, size_t errlen)
+lb_listen_new(const struct conf_addr *addr, int type, size_t nworkers, bool is_lbs,
+              bool *in_use, char *err, size_t errlen)
 {
     struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
     const struct sockaddr *sa = (const struct sockaddr *)&addr->ss;
@@ -153,6 +153,7 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *
     atomic_init(&l->weak, 1);
     atomic_init(&l->nopen, 0);
     l->addr = *addr;
+    l->type = type;
     l->nfds = nworkers;
     for (size_t i = 0; i < nworkers; i++)
         l->fds[i] = -1;
@@ -172,9 +173,9 @@ lb_listen_new(const struct conf_addr *addr, size_t nworkers, bool is_lbs, bool *
      * refuse a reload that re-adds an address the one before dropped. The
      * new sockets join their group; a SYN the kernel gives a retiring one
      * is dropped by its filter and sent again once it closed. */
-    e = is_lbs ? 0 : lb_net_check_free(sa, addr->len, lerr, sizeof(lerr));
+    e = is_lbs ? 0 : lb_net_check_free(sa, addr->len, type, lerr, sizeof(lerr));
     for (size_t i = 0; e == 0 && i < nworkers; i++) {
-        l->fds[i] = lb_net_listen(sa, addr->len, true, lerr, sizeof(lerr));
+        l->fds[i] = lb_net_listen(sa, addr->len, type, true, lerr, sizeof(lerr));
         if (l->fds[i] < 0)
             e = errno;
     }
@@ -193,11 +194,12 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
 {
     struct lb_listen *l = calloc(1, sizeof(*l) + nworkers * sizeof(l->fds[0]));
     struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
+    socklen_t len = sizeof(ss), tlen = sizeof(int);
     char lerr[128];
     size_t i;
 
-    if (l == NULL || n == 0 || getsockname(fds[0], (struct sockaddr *)&ss, &len) == -1) {
+    if (l == NULL || n == 0 || getsockname(fds[0], (struct sockaddr *)&ss, &len) == -1 ||
+        getsockopt(fds[0], SOL_SOCKET, SO_TYPE, &l->type, &tlen) == -1) {
         snprintf(err, errlen, l == NULL ? "out of memory" : "a handed-over socket has no address");
         for (i = 0; i < n; i++)
             close(fds[i]);
@@ -221,7 +223,8 @@ lb_listen_adopt(const int *fds, size_t n, size_t nworkers, char *err, size_t err
     for (; i < n; i++)
         close(fds[i]);
     for (i = n; i < nworkers; i++) {
-        l->fds[i] = lb_net_listen((const struct sockaddr *)&ss, len, true, lerr, sizeof(lerr));
+        l->fds[i] = lb_net_listen((const struct sockaddr *)&ss, len, l->type, true, lerr,
+                                  sizeof(lerr));
         if (l->fds[i] < 0) {
             snprintf(err, errlen, "listen on %s: %s", l->addr.text, lerr);
             lb_listen_unref(l);
@@ -258,20 +261,29 @@ lb_listen_unref(struct lb_listen *l)
     lb_listen_weak_unref(l);
 }
 
-static bool
-lb_addr_equal(const struct conf_addr *a, const struct conf_addr *b)
+/* The socket type of a frontend's listen set. */
+static int
+lb_frontend_socktype(const struct conf_frontend *cf)
 {
-    return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
+    return cf->protocol == CONF_PROTOCOL_UDP ? SOCK_DGRAM : SOCK_STREAM;
+}
+
+/* Whether l listens on cf's address (TCP and UDP ports are apart). */
+static bool
+lb_listen_is(const struct lb_listen *l, const struct conf_frontend *cf)
+{
+    return l->type == lb_frontend_socktype(cf) && l->addr.len == cf->listen.len &&
+           memcmp(&l->addr.ss, &cf->listen.ss, cf->listen.len) == 0;
 }
 
 /* Whether a worker may still have a socket open on addr that an earlier
  * generation dropped: still accepting (it has not switched yet) or
  * retiring (lb_worker_listener_retire). */
 static bool
-lb_gen_retires(const struct lb_gen *old, const struct conf_addr *addr)
+lb_gen_retires(const struct lb_gen *old, const struct conf_frontend *cf)
 {
     for (size_t i = 0; old != NULL && i < old->ngone; i++) {
-        if (lb_addr_equal(&old->gone[i]->addr, addr) &&
+        if (lb_listen_is(old->gone[i], cf) &&
             atomic_load_explicit(&old->gone[i]->nopen, memory_order_acquire) > 0)
             return true;
     }
@@ -502,7 +514,7 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
             fe->max_attempts = n;
     }
     for (size_t i = 0; i < nadopt && fe->listen == NULL; i++) {
-        if (lb_addr_equal(&adopt[i]->addr, &cf->listen)) {
+        if (lb_listen_is(adopt[i], cf)) {
             fe->listen = adopt[i];
             atomic_fetch_add(&fe->listen->refs, 1);
         }
@@ -510,7 +522,7 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
     for (size_t i = 0; old != NULL && i < old->conf->nfrontends; i++) {
         const struct lb_frontend *o = &old->frontends[i];
 
-        if (fe->listen == NULL && lb_addr_equal(&o->listen->addr, &cf->listen)) {
+        if (fe->listen == NULL && lb_listen_is(o->listen, cf)) {
             fe->listen = o->listen;
             atomic_fetch_add(&fe->listen->refs, 1);
         }
@@ -549,8 +561,8 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
         char lerr[448];     /* "listen on ADDR: ERROR" */
         bool in_use;
 
-        fe->listen = lb_listen_new(&cf->listen, nworkers, lb_gen_retires(old, &cf->listen),
-                                   &in_use, lerr, sizeof(lerr));
+        fe->listen = lb_listen_new(&cf->listen, lb_frontend_socktype(cf), nworkers,
+                                   lb_gen_retires(old, cf), &in_use, lerr, sizeof(lerr));
         if (fe->listen == NULL && in_use) {
             snprintf(err, errlen, "%s:%d: %s is already in use", g->conf->file,
                      cf->listen_line, cf->listen.text);

@@ -145,6 +145,9 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
         atomic_store_explicit(&b->live.share, m->share, memory_order_relaxed);
     if (m->in_rotation != m->was_in_rotation)
         atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
+    atomic_store_explicit(&b->is_failing, !m->in_rotation &&
+                          (b->health.state == BAL_HEALTH_DOWN || m->beat == BAL_BEAT_FAIL),
+                          memory_order_relaxed);
     if (m->is_warning != b->is_warning) {
         b->is_warning = m->is_warning;
         if (m->is_warning)

@@ -45,6 +45,12 @@ struct lb_backend {
     _Atomic uint32_t live_failures;     /* consecutive failed connects of
                                            client traffic (observe_errors) */
     _Atomic uint64_t observed_probes;   /* out-of-schedule probes asked */
+    _Atomic uint64_t udp_datagrams_sent;        /* to the server */
+    _Atomic uint64_t udp_datagrams_received;    /* from it */
+    /* main writes, workers read: out of rotation because it fails (its
+     * probes or heartbeat), not by an operator or a reload: its UDP flows
+     * move to another server at their next datagram */
+    _Atomic bool is_failing;
     /* main writes, workers read: when this server's open connections are
      * closed (monotonic ms; 0 = never: it is in rotation) */
     _Atomic uint64_t drain_deadline_ms;
@@ -146,6 +152,7 @@ struct lb_listen {
                                            lists of generations, plus one
                                            for all of refs */
     struct conf_addr addr;
+    int type;                           /* SOCK_STREAM, SOCK_DGRAM */
     size_t nfds;
     _Atomic uint32_t nopen;             /* its sockets not closed yet,
                                            retiring ones included (main
@@ -171,6 +178,15 @@ struct lb_fe_stats {
     _Atomic uint64_t route_closed[LB_ROUTE_FALLBACKS];   /* closed: no route */
     _Atomic uint64_t sni_bad[LB_SNI_BADS];               /* unroutable first
                                                             flights, by why */
+    /* protocol = udp (data/udp.c) */
+    _Atomic uint32_t udp_flows;                 /* open, every worker's */
+    _Atomic uint64_t udp_flows_total;
+    _Atomic uint64_t udp_flows_evicted;         /* past udp_max_flows */
+    _Atomic uint64_t udp_datagrams_received;    /* from clients */
+    _Atomic uint64_t udp_datagrams_sent;        /* to clients */
+    _Atomic uint64_t udp_bytes_received;
+    _Atomic uint64_t udp_bytes_sent;
+    _Atomic uint64_t udp_dropped[LB_UDP_DROPS];
 };
 
 /* A route's count, kept across reloads by frontend name and pattern. */
