@@ -278,7 +278,7 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         "\"bytes_in\":%llu,\"bytes_out\":%llu,\"connect_failures\":%llu,"
         "\"drained_by_timeout\":%llu,\"live_failures\":%u,\"observed_probes\":%llu,"
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
-        "\"last_check\":",
+        "\"udp_datagrams_sent\":%llu,\"udp_datagrams_received\":%llu,\"last_check\":",
         conf_source_name(srv->conf->source), v->op.weight == 0 ? 0 : srv->conf->weight,
         srv->conf->max_connections,
         bal_state_name(bal_state_of(v->in_rotation, &v->op, active)),
@@ -295,7 +295,9 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         LB_LOAD(srv->b->live_failures),
         (unsigned long long)LB_LOAD(srv->b->observed_probes),
         v->consecutive_successes, v->consecutive_failures,
-        (unsigned long long)v->checks);
+        (unsigned long long)v->checks,
+        (unsigned long long)LB_LOAD(srv->b->udp_datagrams_sent),
+        (unsigned long long)LB_LOAD(srv->b->udp_datagrams_received));
     if (v->last_check.is_set) {
         evbuffer_add_printf(out, "{\"result\":\"%s\",\"detail\":",
                             !v->last_check.passed ? "failed"
@@ -501,6 +503,31 @@ lb_stats_frontend_routes_json(const struct lb_frontend *fe, struct evbuffer *out
                           lb_stats_sni_bad_name);
 }
 
+static const char *
+lb_stats_udp_drop_name(int r)
+{
+    return lb_udp_drop_name((enum lb_udp_drop)r);
+}
+
+/* A UDP frontend's flows and datagrams (README, "UDP"). */
+static void
+lb_stats_frontend_udp_json(const struct lb_frontend *fe, struct evbuffer *out)
+{
+    const struct lb_fe_stats *st = fe->stats;
+
+    evbuffer_add_printf(out, ",\"udp\":{\"flows\":%u,\"flows_total\":%llu,"
+                        "\"flows_evicted\":%llu,\"datagrams_received\":%llu,"
+                        "\"datagrams_sent\":%llu,\"bytes_received\":%llu,\"bytes_sent\":%llu",
+                        LB_LOAD(st->udp_flows), (unsigned long long)LB_LOAD(st->udp_flows_total),
+                        (unsigned long long)LB_LOAD(st->udp_flows_evicted),
+                        (unsigned long long)LB_LOAD(st->udp_datagrams_received),
+                        (unsigned long long)LB_LOAD(st->udp_datagrams_sent),
+                        (unsigned long long)LB_LOAD(st->udp_bytes_received),
+                        (unsigned long long)LB_LOAD(st->udp_bytes_sent));
+    lb_stats_reasons_json(out, "dropped", st->udp_dropped, LB_UDP_DROPS, lb_stats_udp_drop_name);
+    LB_ADD_LIT(out, "}");
+}
+
 /* A frontend's refusals by reason, and its source table when a per-source
  * limit is set. */
 static void
@@ -559,9 +586,12 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu",
                             (unsigned long long)LB_LOAD(fe->stats->active_connections),
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
+        evbuffer_add_printf(out, ",\"protocol\":\"%s\"", conf_protocol_name(fe->conf->protocol));
         lb_stats_frontend_access_json(fe, out);
         if (fe->pool == NULL)
             lb_stats_frontend_routes_json(fe, out);
+        if (fe->conf->protocol == CONF_PROTOCOL_UDP)
+            lb_stats_frontend_udp_json(fe, out);
         LB_ADD_LIT(out, "}");
     }
     LB_ADD_LIT(out, "],\"pools\":[");
@@ -916,6 +946,78 @@ lb_prom_frontend_routes(const struct lb_gen *g, struct evbuffer *out)
                            LB_LOAD(g->frontends[i].stats->sni_bad[b]));
 }
 
+/* UDP frontends and the servers of their pools (README, "UDP"). */
+static void
+lb_prom_frontend_udp(const struct lb_gen *g, struct evbuffer *out)
+{
+    static const struct { const char *name, *type, *help; size_t offset; } counts[] = {
+        { "lb_frontend_udp_flows_total", "counter", "UDP flows opened",
+          offsetof(struct lb_fe_stats, udp_flows_total) },
+        { "lb_frontend_udp_flows_evicted_total", "counter",
+          "UDP flows closed to make room (udp_max_flows, or out of descriptors)",
+          offsetof(struct lb_fe_stats, udp_flows_evicted) },
+    };
+    static const struct { const char *name, *help; size_t offset[2]; } ways[] = {
+        { "lb_frontend_udp_datagrams_total", "Datagrams from clients (received) and to them (sent)",
+          { offsetof(struct lb_fe_stats, udp_datagrams_received),
+            offsetof(struct lb_fe_stats, udp_datagrams_sent) } },
+        { "lb_frontend_udp_bytes_total", "Datagram bytes from clients (received) and to them (sent)",
+          { offsetof(struct lb_fe_stats, udp_bytes_received),
+            offsetof(struct lb_fe_stats, udp_bytes_sent) } },
+    };
+    static const char *const directions[] = { "received", "sent" };
+
+    lb_prom_head(out, "lb_frontend_udp_flows", "gauge", "UDP flows open");
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        if (g->frontends[i].conf->protocol == CONF_PROTOCOL_UDP)
+            lb_prom_one(out, "lb_frontend_udp_flows", "frontend", g->frontends[i].conf->name,
+                        LB_LOAD(g->frontends[i].stats->udp_flows));
+    for (size_t m = 0; m < sizeof(counts) / sizeof(counts[0]); m++) {
+        lb_prom_head(out, counts[m].name, counts[m].type, counts[m].help);
+        for (size_t i = 0; i < g->conf->nfrontends; i++)
+            if (g->frontends[i].conf->protocol == CONF_PROTOCOL_UDP)
+                lb_prom_one(out, counts[m].name, "frontend", g->frontends[i].conf->name,
+                            LB_LOAD(*(const _Atomic uint64_t *)(const void *)
+                                    ((const char *)g->frontends[i].stats + counts[m].offset)));
+    }
+    for (size_t m = 0; m < sizeof(ways) / sizeof(ways[0]); m++) {
+        lb_prom_head(out, ways[m].name, "counter", ways[m].help);
+        for (size_t i = 0; i < g->conf->nfrontends; i++) {
+            for (size_t k = 0; g->frontends[i].conf->protocol == CONF_PROTOCOL_UDP && k < 2; k++) {
+                evbuffer_add_printf(out, "%s{frontend=\"", ways[m].name);
+                lb_prom_label(out, g->frontends[i].conf->name);
+                evbuffer_add_printf(out, "\",direction=\"%s\"} %llu\n", directions[k],
+                                    (unsigned long long)LB_LOAD(
+                                        *(const _Atomic uint64_t *)(const void *)
+                                        ((const char *)g->frontends[i].stats + ways[m].offset[k])));
+            }
+        }
+    }
+    lb_prom_head(out, "lb_frontend_udp_dropped_total", "counter",
+                 "Datagrams from clients that went nowhere, by reason");
+    for (size_t i = 0; i < g->conf->nfrontends; i++)
+        for (int r = 0; g->frontends[i].conf->protocol == CONF_PROTOCOL_UDP && r < LB_UDP_DROPS; r++)
+            lb_prom_reason(out, "lb_frontend_udp_dropped_total", g->frontends[i].conf->name,
+                           lb_udp_drop_name((enum lb_udp_drop)r),
+                           LB_LOAD(g->frontends[i].stats->udp_dropped[r]));
+    lb_prom_head(out, "lb_server_udp_datagrams_total", "counter",
+                 "Datagrams to the server (sent) and from it (received)");
+    for (size_t i = 0; i < g->nservers; i++) {
+        const struct lb_server *srv = g->servers[i];
+        uint64_t v[2] = { LB_LOAD(srv->b->udp_datagrams_sent),
+                          LB_LOAD(srv->b->udp_datagrams_received) };
+
+        for (size_t k = 0; srv->pool->serves_udp && k < 2; k++) {
+            LB_ADD_LIT(out, "lb_server_udp_datagrams_total{pool=\"");
+            lb_prom_label(out, srv->pool->conf->name);
+            LB_ADD_LIT(out, "\",server=\"");
+            lb_prom_label(out, srv->conf->name);
+            evbuffer_add_printf(out, "\",direction=\"%s\"} %llu\n", k == 0 ? "sent" : "received",
+                                (unsigned long long)v[k]);
+        }
+    }
+}
+
 int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -964,6 +1066,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
     }
     lb_prom_frontend_access(g, out);
     lb_prom_frontend_routes(g, out);
+    lb_prom_frontend_udp(g, out);
     lb_prom_head(out, "lb_max_connections_reached_total", "counter",
                  "Times accepts paused because max_connections were open");
     evbuffer_add_printf(out, "lb_max_connections_reached_total %llu\n",

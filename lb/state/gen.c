@@ -502,6 +502,7 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
     if (cf->routes.n == 0) {
         fe->pool = &g->pools[cf->pool_index];
         fe->max_attempts = fe->pool->conf->retries + 1;
+        fe->pool->serves_udp |= cf->protocol == CONF_PROTOCOL_UDP;
     }
     if (cf->default_pool != NULL) {
         fe->default_pool = &g->pools[cf->default_pool_index];

@@ -138,6 +138,7 @@ struct lb_pool {
     size_t index;                       /* in gen->pools */
     struct bal_pool *bal;
     struct lb_server *servers;          /* conf->nservers entries */
+    bool serves_udp;                    /* a UDP frontend sends it flows */
 };
 
 /* The listening sockets of one address: one per worker (SO_REUSEPORT, the
