@@ -578,7 +578,8 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         lb_json_str(out, fe->conf->name);
         LB_ADD_LIT(out, ",\"listen\":");
         lb_json_str(out, fe->conf->listen.text);
-        LB_ADD_LIT(out, ",\"pool\":");
+        evbuffer_add_printf(out, ",\"protocol\":\"%s\",\"pool\":",
+                            conf_protocol_name(fe->conf->protocol));
         if (fe->pool != NULL)
             lb_json_str(out, fe->conf->pool_name);
         else
@@ -586,7 +587,6 @@ lb_admin_stats_json(struct lb_daemon *d, struct evbuffer *out)
         evbuffer_add_printf(out, ",\"active_connections\":%llu,\"total_connections\":%llu",
                             (unsigned long long)LB_LOAD(fe->stats->active_connections),
                             (unsigned long long)LB_LOAD(fe->stats->total_connections));
-        evbuffer_add_printf(out, ",\"protocol\":\"%s\"", conf_protocol_name(fe->conf->protocol));
         lb_stats_frontend_access_json(fe, out);
         if (fe->pool == NULL)
             lb_stats_frontend_routes_json(fe, out);

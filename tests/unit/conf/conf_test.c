@@ -1586,6 +1586,58 @@ test_routes(void)
                   "@:10: sni_max_bytes: 100 is out of range (256..65536)\n");
 }
 
+/* protocol = udp: its keys and defaults; a UDP and a TCP frontend may
+ * share an address and port, two of one protocol may not; each protocol's
+ * keys are refused under the other, at their lines. */
+static void
+test_udp(void)
+{
+    struct conf *c;
+    const struct conf_frontend *fe;
+
+    c = LOAD_OK("[frontend dns]\nlisten = 127.0.0.1:5353\nprotocol = udp\npool = web\n"
+                "udp_responses = 1\nudp_idle_timeout = 2s\nudp_max_flows = 100\n"
+                "log_flows = on\n"
+                "[frontend dnstcp]\nlisten = 127.0.0.1:5353\npool = web\n" POOLS);
+    if (c != NULL) {
+        fe = &c->frontends[0];
+        CHECK_EQ_INT(fe->protocol, CONF_PROTOCOL_UDP);
+        CHECK_EQ_INT(fe->udp_responses, 1);
+        CHECK_EQ_INT(fe->udp_idle_timeout_ms, 2000);
+        CHECK_EQ_INT(fe->udp_max_flows, 100);
+        CHECK(fe->log_flows);
+        fe = &c->frontends[1];
+        CHECK_EQ_INT(fe->protocol, CONF_PROTOCOL_TCP);
+        CHECK_EQ_INT(fe->udp_responses, 0);
+        CHECK_EQ_INT(fe->udp_idle_timeout_ms, 30000);
+        CHECK_EQ_INT(fe->udp_max_flows, 65536);
+        CHECK(!fe->log_flows);
+        CHECK_EQ_STR(conf_protocol_name(CONF_PROTOCOL_UDP), "udp");
+    }
+    conf_free(c);
+
+    EXPECT_ERRORS("[frontend a]\nlisten = 127.0.0.1:5353\nprotocol = udp\npool = web\n"
+                  "[frontend b]\nlisten = 127.0.0.1:5353\nprotocol = udp\npool = web\n" POOLS,
+                  "@:6: frontend b: listen 127.0.0.1:5353 is already used by frontend a at "
+                  "line 2\n");
+    EXPECT_ERRORS("[frontend a]\nlisten = 127.0.0.1:5353\nprotocol = sctp\npool = web\n" POOLS,
+                  "@:3: protocol: \"sctp\" is not one of tcp or udp\n");
+    EXPECT_ERRORS("[frontend a]\nlisten = 127.0.0.1:5353\nprotocol = udp\npool = web\n"
+                  "accept_proxy = v2\naccept_proxy_from = 10.0.0.0/8\nrate_per_source = 5/s\n"
+                  "[frontend b]\nlisten = 127.0.0.1:80\npool = web\nudp_responses = 1\n"
+                  "log_flows = on\n" POOLS,
+                  "@:5: frontend a: accept_proxy applies to protocol = tcp frontends, and this "
+                  "one is udp\n"
+                  "@:6: frontend a: accept_proxy_from applies to protocol = tcp frontends, and "
+                  "this one is udp\n"
+                  "@:7: frontend a: rate_per_source applies to protocol = tcp frontends, and "
+                  "this one is udp\n"
+                  "@:11: frontend b: udp_responses applies to protocol = udp frontends, and "
+                  "this one is tcp\n"
+                  "@:12: frontend b: log_flows applies to protocol = udp frontends, and this "
+                  "one is tcp\n");
+}
+
 int
 main(void)
 {
@@ -1610,6 +1662,7 @@ main(void)
     test_send_proxy();
     test_frontend_access();
     test_routes();
+    test_udp();
     test_unresolvable();
     test_references();
     test_check_timeout();
