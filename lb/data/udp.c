@@ -91,6 +91,7 @@ struct lb_udp_table {
 
 static void lb_flow_on_reply(evutil_socket_t fd, short what, void *arg);
 static void lb_udp_on_idle(evutil_socket_t fd, short what, void *arg);
+static void lb_udp_idle_arm(struct lb_udp_table *t, uint64_t now);
 
 /* -------------------------------------------------------------- the table */
 
@@ -142,6 +143,7 @@ lb_udp_table_use(struct lb_udp_table *t, struct lb_gen *g, struct lb_frontend *f
 {
     t->gen = g;
     t->fe = fe;
+    lb_udp_idle_arm(t, lb_mono_ms());   /* a new udp_idle_timeout, at once */
 }
 
 static struct lb_flow *
