@@ -31,6 +31,7 @@
 
 #include "core.h"
 #include "dsc_dns.h"
+#include "lb_dns.h"
 
 #define DSC_INFLIGHT 64
 #define DSC_RESEND_MS 1000
@@ -377,6 +378,7 @@ dsc_query_done(struct dsc_dns *d, struct dsc_query *q, const char *error)
 {
     int rcode = q->msg.rcode;
     bool is_first = q == d->queries;
+    char rname[LB_DNS_TEXT_MAX];
 
     dsc_tcp_free(q);
     q->is_done = true;
@@ -387,7 +389,7 @@ dsc_query_done(struct dsc_dns *d, struct dsc_query *q, const char *error)
     /* NXDOMAIN for a target: it has no address (the others still count) */
     if (error == NULL && rcode != 0 && !(rcode == 3 && q->is_target) && d->error[0] == '\0')
         snprintf(d->error, sizeof(d->error), "%s %s: %s", dsc_type_name(q->type), q->name,
-                 dsc_rcode_name(rcode));
+                 lb_dns_rcode_text(rcode, rname, sizeof(rname)));
     if (d->error[0] == '\0' && is_first && d->is_srv)
         dsc_srv_targets(d);
     if (d->error[0] != '\0' || d->ndone == d->nqueries) {

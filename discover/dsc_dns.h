@@ -72,6 +72,5 @@ int dsc_msg_query(uint8_t *buf, size_t cap, uint16_t id, const char *name, uint1
 int dsc_msg_parse(const uint8_t *msg, size_t len, uint16_t id, const char *name, uint16_t type,
                   struct dsc_msg *out, char *err, size_t errlen);
 void dsc_msg_fini(struct dsc_msg *m);
-const char *dsc_rcode_name(int rcode);
 
 #endif /* DSC_DNS_H */

@@ -15,73 +15,17 @@
 #include <string.h>
 
 #include "dsc_dns.h"
-#include "lb_enum.h"
+#include "lb_dns.h"
 
-#define DSC_HEADER_LEN 12
-#define DSC_CLASS_IN 1
-#define DSC_TYPE_OPT 41
-#define DSC_FLAG_QR 0x8000u
-#define DSC_FLAG_TC 0x0200u
-#define DSC_FLAG_RD 0x0100u
-#define DSC_LABEL_MAX 63
-#define DSC_WIRE_NAME_MAX 255
-
-/* RFC 1035's RCODEs 0..5, as the errors of a round name them. */
-static const char *const dsc_rcode_names[] = {
-    "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED",
-};
-
-static uint16_t
-dsc_get16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static void
-dsc_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
+/* RD: a registry's DNS is often a recursor. EDNS0: answers up to
+ * DSC_UDP_MAX bytes come over UDP; larger ones are truncated and asked
+ * again over TCP. The root is no name to discover. */
 int
 dsc_msg_query(uint8_t *buf, size_t cap, uint16_t id, const char *name, uint16_t type)
 {
-    size_t n = strlen(name), pos = DSC_HEADER_LEN;
-    const char *label = name;
-
-    if (n > 0 && name[n - 1] == '.')
-        n--;                            /* the root's dot is the final 0 */
-    if (n == 0 || n > DSC_NAME_MAX - 1 || cap < DSC_HEADER_LEN + n + 2 + 4 + 11)
+    if (name[0] == '\0' || strcmp(name, ".") == 0)
         return -1;
-    memset(buf, 0, DSC_HEADER_LEN);
-    dsc_put16(buf, id);
-    dsc_put16(buf + 2, DSC_FLAG_RD);    /* a registry's DNS is often a recursor */
-    dsc_put16(buf + 4, 1);              /* one question */
-    dsc_put16(buf + 10, 1);             /* one additional: the OPT record */
-    while (label < name + n) {
-        const char *dot = memchr(label, '.', (size_t)(name + n - label));
-        size_t len = (size_t)((dot != NULL ? dot : name + n) - label);
-
-        if (len == 0 || len > DSC_LABEL_MAX)
-            return -1;
-        buf[pos++] = (uint8_t)len;
-        memcpy(buf + pos, label, len);
-        pos += len;
-        label += len + 1;
-    }
-    buf[pos++] = 0;
-    dsc_put16(buf + pos, type);
-    dsc_put16(buf + pos + 2, DSC_CLASS_IN);
-    pos += 4;
-    /* EDNS0: answers up to DSC_UDP_MAX bytes come over UDP; larger ones
-     * are truncated and asked again over TCP. */
-    buf[pos++] = 0;                     /* root owner */
-    dsc_put16(buf + pos, DSC_TYPE_OPT);
-    dsc_put16(buf + pos + 2, DSC_UDP_MAX);
-    memset(buf + pos + 4, 0, 6);        /* extended rcode, version, flags, rdlen */
-    pos += 10;
-    return (int)pos;
+    return lb_dns_query(buf, cap, id, name, type, true, DSC_UDP_MAX);
 }
 
 /* Reads the name at *pos into out (lower case, no final dot) and moves
@@ -117,7 +61,7 @@ dsc_name_read(const uint8_t *msg, size_t len, size_t *pos, char *out)
         if ((c & 0xC0) != 0)
             return -1;                  /* the 0x40 and 0x80 label types */
         wire += (size_t)c + 1;
-        if (wire > DSC_WIRE_NAME_MAX)
+        if (wire > LB_DNS_WIRE_NAME_MAX)
             return -1;
         if (c == 0) {
             if (!is_jumped)
@@ -183,16 +127,16 @@ dsc_rr_read(const uint8_t *msg, size_t len, size_t *pos, int section, struct dsc
         snprintf(err, errlen, "malformed record");
         return -1;
     }
-    rr.type = dsc_get16(msg + *pos);
-    rclass = dsc_get16(msg + *pos + 2);
-    rdlen = dsc_get16(msg + *pos + 8);
+    rr.type = lb_dns_get16(msg + *pos);
+    rclass = lb_dns_get16(msg + *pos + 2);
+    rdlen = lb_dns_get16(msg + *pos + 8);
     rdata = *pos + 10;
     if (rdata + rdlen > len) {
         snprintf(err, errlen, "record longer than the message");
         return -1;
     }
     *pos = rdata + rdlen;
-    if (rclass != DSC_CLASS_IN || rr.owner[0] == '\0')
+    if (rclass != LB_DNS_CLASS_IN || rr.owner[0] == '\0')
         return 0;
     switch (rr.type) {
     case DSC_TYPE_A:
@@ -217,9 +161,9 @@ dsc_rr_read(const uint8_t *msg, size_t len, size_t *pos, int section, struct dsc
             snprintf(err, errlen, "malformed SRV record");
             return -1;
         }
-        rr.priority = dsc_get16(msg + rdata);
-        rr.weight = dsc_get16(msg + rdata + 2);
-        rr.port = dsc_get16(msg + rdata + 4);
+        rr.priority = lb_dns_get16(msg + rdata);
+        rr.weight = lb_dns_get16(msg + rdata + 2);
+        rr.port = lb_dns_get16(msg + rdata + 4);
         if (rr.target[0] == '\0')
             return 0;                   /* "." (no service) or not a host */
         break;
@@ -241,26 +185,26 @@ dsc_msg_parse(const uint8_t *msg, size_t len, uint16_t id, const char *name, uin
 {
     char qname[DSC_NAME_MAX + 1];
     uint16_t flags, counts[4];
-    size_t pos = DSC_HEADER_LEN;
+    size_t pos = LB_DNS_HEADER_LEN;
 
     memset(out, 0, sizeof(*out));
-    if (len < DSC_HEADER_LEN) {
+    if (len < LB_DNS_HEADER_LEN) {
         snprintf(err, errlen, "answer of %zu bytes, shorter than a header", len);
         return -1;
     }
-    flags = dsc_get16(msg + 2);
+    flags = lb_dns_get16(msg + 2);
     for (int i = 0; i < 4; i++)
-        counts[i] = dsc_get16(msg + 4 + 2 * i);
-    if (dsc_get16(msg) != id || !(flags & DSC_FLAG_QR) || counts[0] != 1 ||
+        counts[i] = lb_dns_get16(msg + 4 + 2 * i);
+    if (lb_dns_get16(msg) != id || !(flags & LB_DNS_FLAG_QR) || counts[0] != 1 ||
         dsc_name_read(msg, len, &pos, qname) != 0 || pos + 4 > len ||
-        !dsc_name_equal(qname, name) || dsc_get16(msg + pos) != type ||
-        dsc_get16(msg + pos + 2) != DSC_CLASS_IN) {
+        !dsc_name_equal(qname, name) || lb_dns_get16(msg + pos) != type ||
+        lb_dns_get16(msg + pos + 2) != LB_DNS_CLASS_IN) {
         snprintf(err, errlen, "not an answer to the query");
         return 1;
     }
     pos += 4;
     out->rcode = flags & 0xF;
-    out->is_truncated = (flags & DSC_FLAG_TC) != 0;
+    out->is_truncated = (flags & LB_DNS_FLAG_TC) != 0;
     if (out->is_truncated)
         return 0;                       /* the records may be cut: ask over TCP */
     for (int section = 1; section <= 3; section++) {
@@ -280,5 +224,3 @@ dsc_msg_fini(struct dsc_msg *m)
     free(m->rrs);
     memset(m, 0, sizeof(*m));
 }
-
-LB_ENUM_NAME(dsc_rcode_name, int, dsc_rcode_names, "error")

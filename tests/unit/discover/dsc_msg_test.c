@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "dsc_dns.h"
+#include "lb_dns.h"
 
 /* An answer under construction: header, question, then records. */
 struct msg {
@@ -198,14 +199,13 @@ test_rcode_and_truncation(void)
 {
     struct msg m;
     struct dsc_msg out;
-    char err[128];
+    char err[128], name[LB_DNS_TEXT_MAX];
 
     start(&m, 9, 0x8183, 0, 0, 0, "gone.example", DSC_TYPE_SRV);   /* NXDOMAIN */
     CHECK_EQ_INT(dsc_msg_parse(m.b, m.n, 9, "gone.example", DSC_TYPE_SRV, &out, err, sizeof(err)),
                  0);
     CHECK_EQ_INT(out.rcode, 3);
-    CHECK_EQ_STR(dsc_rcode_name(out.rcode), "NXDOMAIN");
-    CHECK_EQ_STR(dsc_rcode_name(2), "SERVFAIL");
+    CHECK_EQ_STR(lb_dns_rcode_text(out.rcode, name, sizeof(name)), "NXDOMAIN");
     dsc_msg_fini(&out);
 
     /* TC with a record cut short: no record read, ask over TCP */

@@ -8,7 +8,6 @@
 #include "bal.h"
 #include "check.h"
 #include "conf.h"
-#include "dsc_dns.h"
 #include "lb_enum.h"
 
 enum colour { RED = 0, GREEN, BLUE, VIOLET };
@@ -62,9 +61,6 @@ test_modules(void)
                 "pgsql", "redis", "unknown");
     CHECK_NAMES(conf_role_name, enum conf_role, "any", "primary", "replica", "unknown");
     CHECK_NAMES(conf_source_name, enum conf_source, "config", "dns", "api", "unknown");
-    CHECK_NAMES(dsc_rcode_name, int, "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP",
-                "REFUSED", "error");
-    CHECK_EQ_STR(dsc_rcode_name(-1), "error");
 }
 
 int
