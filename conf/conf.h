@@ -95,6 +95,8 @@ enum conf_check {
     CONF_CHECK_MYSQL,               /* MySQL/MariaDB: greeting, login, role */
     CONF_CHECK_PGSQL,               /* PostgreSQL: SSLRequest or startup */
     CONF_CHECK_REDIS,               /* PING, ROLE */
+    CONF_CHECK_DNS,                 /* a query over UDP, its rcode */
+    CONF_CHECK_UDP,                 /* a datagram, a reply that starts so */
 };
 
 /* check_role: which server of a replicated set passes the check. */
@@ -132,6 +134,15 @@ struct conf_count_or_percent {
 struct conf_expect {
     size_t nranges;
     struct { uint16_t lo, hi; } ranges[CONF_EXPECT_MAX_RANGES];
+};
+
+/* check_send, check_expect_bytes: bytes, written "0x" and hex digits or as
+ * text with C escapes (conf_dgram.c). Any value that fits an INI line
+ * (inih's 200 bytes) fits. */
+#define CONF_BYTES_MAX 256
+struct conf_bytes {
+    size_t len;
+    uint8_t v[CONF_BYTES_MAX];
 };
 
 struct conf_global {
@@ -227,6 +238,13 @@ struct conf_pool {
                                        LOCAL) opens every check connection,
                                        in the server's send_proxy version
                                        (v1 when that is off) */
+    /* the datagram checks, dns and udp (conf_dgram.c) */
+    char *check_dns_name;           /* dns: the name asked, "." the root */
+    uint16_t check_dns_type;        /* dns: SOA, A, ... or TYPEnnn */
+    uint16_t check_dns_rcodes;      /* dns: bit n set when RCODE n passes */
+    struct conf_bytes check_send;   /* udp: the datagram sent */
+    struct conf_bytes check_expect_bytes;   /* udp: how a reply starts;
+                                               len 0: any reply passes */
 
     /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;
@@ -366,5 +384,9 @@ const char *conf_source_name(enum conf_source s);
 const char *conf_proxy_name(enum conf_proxy p);
 const char *conf_route_unknown_name(enum conf_route_unknown u);
 const char *conf_protocol_name(enum conf_protocol p);
+/* len bytes as check_send would write them (text, with \\ \r \n \t \0
+ * and \xHH escapes), into out (outlen bytes, NUL-ended), cut with "..."
+ * where it does not fit: a udp check's reply in its detail. */
+void conf_bytes_text(const uint8_t *b, size_t len, char *out, size_t outlen);
 
 #endif /* CONF_H */

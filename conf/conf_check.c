@@ -466,6 +466,7 @@ conf_check_pools(struct conf_parse *p)
             pool->check != CONF_CHECK_HTTPS)
             conf_error(p, l->key[kreuse], "check_reuse = on needs check = http or https");
         conf_check_protocol(p, pool, l);
+        conf_check_dgram(p, pool, l);
         conf_check_health_inputs(p, pool, l);
     }
 }

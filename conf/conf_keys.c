@@ -64,6 +64,9 @@ static int conf_set_route(const struct conf_key *k, void *field,
 static int conf_set_rate(const struct conf_key *k, void *field,
                          const char *value, int line, char *err,
                          size_t errlen);
+static int conf_set_dgram(const struct conf_key *k, void *field,
+                          const char *value, int line, char *err,
+                          size_t errlen);
 
 /* Enum fields are written through an int: the compiler may pick any
  * integer type for an enum, so make sure it picked int's size. */
@@ -87,7 +90,7 @@ static const char *const conf_log_target_names[] = {
     "stderr", "syslog", NULL
 };
 static const char *const conf_check_names[] = {
-    "none", "tcp", "http", "https", "mysql", "pgsql", "redis", NULL
+    "none", "tcp", "http", "https", "mysql", "pgsql", "redis", "dns", "udp", NULL
 };
 static const char *const conf_role_names[] = {
     "any", "primary", "replica", NULL
@@ -137,6 +140,9 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_CIDRS] = conf_set_cidrs,
     [CONF_TYPE_RATE] = conf_set_rate,
     [CONF_TYPE_ROUTE] = conf_set_route,
+    [CONF_TYPE_DNS_TYPE] = conf_set_dgram,
+    [CONF_TYPE_DNS_RCODES] = conf_set_dgram,
+    [CONF_TYPE_BYTES] = conf_set_dgram,
 };
 
 /* Duration bounds in milliseconds. */
@@ -273,6 +279,15 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_ENUM(struct conf_pool, check_role, "any", conf_role_names),
     CONF_TYPED(struct conf_pool, "check_send_proxy", check_send_proxy, CONF_TYPE_BOOL,
                "off", 0),
+    /* the datagram checks, dns and udp (conf_dgram.c) */
+    CONF_TYPED(struct conf_pool, "check_dns_name", check_dns_name, CONF_TYPE_WORD, ".", 0),
+    CONF_TYPED(struct conf_pool, "check_dns_type", check_dns_type, CONF_TYPE_DNS_TYPE, "SOA",
+               0),
+    CONF_TYPED(struct conf_pool, "check_dns_rcode", check_dns_rcodes, CONF_TYPE_DNS_RCODES,
+               "NOERROR", 0),
+    CONF_TYPED(struct conf_pool, "check_send", check_send, CONF_TYPE_BYTES, "", 0),
+    CONF_TYPED(struct conf_pool, "check_expect_bytes", check_expect_bytes, CONF_TYPE_BYTES, "",
+               0),
     { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
       offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",
@@ -585,6 +600,18 @@ conf_set_route(const struct conf_key *k, void *field, const char *value,
     r->v = grown;
     r->v[r->n++] = route;
     return 0;
+}
+
+/* check_dns_type, check_dns_rcode, check_send, check_expect_bytes. */
+static int
+conf_set_dgram(const struct conf_key *k, void *field, const char *value,
+               int line, char *err, size_t errlen)
+{
+    if (k->type == CONF_TYPE_DNS_TYPE)
+        return conf_parse_dns_type(value, field, err, errlen);
+    if (k->type == CONF_TYPE_DNS_RCODES)
+        return conf_parse_dns_rcodes(value, field, err, errlen);
+    return conf_parse_bytes(value, field, err, errlen);
 }
 
 static int

@@ -42,6 +42,9 @@ enum conf_type {
     CONF_TYPE_RATE,                 /* uint32_t per second, "N/s", bounds
                                        min..max on N */
     CONF_TYPE_ROUTE,                /* appends to struct conf_routes */
+    CONF_TYPE_DNS_TYPE,             /* uint16_t, a type name or TYPEnnn */
+    CONF_TYPE_DNS_RCODES,           /* uint16_t, a bit per RCODE named */
+    CONF_TYPE_BYTES,                /* struct conf_bytes, "" = len 0 */
     CONF_TYPES
 };
 
@@ -51,7 +54,7 @@ enum conf_type {
                                        allow) */
 
 /* Enough for the longest table (pool); a static assertion keeps it so. */
-#define CONF_KEYS_MAX 40
+#define CONF_KEYS_MAX 48
 
 struct conf_key {
     const char *name;

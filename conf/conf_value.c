@@ -331,10 +331,7 @@ conf_expect_item(const char *s, size_t n, struct conf_expect *out,
     return 0;
 }
 
-/* The next item of a comma-separated list at *p, without the blanks
- * around it: sets *item, returns its length (0: an empty item), moves *p
- * past the item's comma and tells in *more whether there was one. */
-static size_t
+size_t
 conf_list_next(const char **p, const char **item, bool *more)
 {
     const char *comma = strchr(*p, ',');

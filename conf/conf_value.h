@@ -55,6 +55,20 @@ int conf_parse_route(const char *s, struct conf_route *out, char *err, size_t er
 /* Sorts a frontend's routes by pattern (conf_route_match's order). */
 void conf_routes_sort(struct conf_routes *r);
 
+/* The next item of a comma-separated list at *p, without the blanks
+ * around it: sets *item, returns its length (0: an empty item), moves *p
+ * past the item's comma and tells in *more whether there was one. */
+size_t conf_list_next(const char **p, const char **item, bool *more);
+
+/* The datagram checks' values (conf_dgram.c). check_dns_type: a name of
+ * include/lb_dns.h's types, any case, or TYPEnnn. check_dns_rcode: RCODE
+ * names, any case, comma-separated (*out: bit n for RCODE n). check_send,
+ * check_expect_bytes: "0x" and pairs of hex digits, or text in which \\,
+ * \r, \n, \t, \0 and \xHH are escapes; "" is no byte. */
+int conf_parse_dns_type(const char *s, uint16_t *out, char *err, size_t errlen);
+int conf_parse_dns_rcodes(const char *s, uint16_t *out, char *err, size_t errlen);
+int conf_parse_bytes(const char *s, struct conf_bytes *out, char *err, size_t errlen);
+
 /* Unsigned decimal integer: digits only (no sign, space, or empty). */
 int conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen);
 
