@@ -1,6 +1,7 @@
 /*
  * hc.h - active health checks: TCP, HTTP, HTTPS, MySQL, PostgreSQL and
- * Redis probes run by the health module's own threads.
+ * Redis probes, and DNS and UDP ones over datagrams, run by the health
+ * module's own threads.
  *
  * The module knows the check specs and its own event bases, nothing else: it
  * never touches sessions or balancer state. Each of its threads runs many
@@ -33,7 +34,8 @@
 /* What to probe; hc_add copies it (strings included). */
 struct hc_spec {
     uint32_t id;                    /* the caller's key, echoed in results */
-    enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis */
+    enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis,
+                                       dns, udp */
     struct sockaddr_storage addr;   /* with check_port already applied */
     socklen_t addr_len;
     const char *host;               /* Host header and TLS SNI */
@@ -53,6 +55,14 @@ struct hc_spec {
                                        PROXY header (v1 UNKNOWN, v2 LOCAL)
                                        that opens every check connection;
                                        OFF for none (hc_check_send_proxy) */
+    const char *dns_name;           /* dns: check_dns_name */
+    uint16_t dns_type;              /* dns: check_dns_type */
+    uint16_t dns_rcodes;            /* dns: bit n set when RCODE n passes */
+    const uint8_t *send;            /* udp: check_send, send_len bytes */
+    size_t send_len;
+    const uint8_t *expect_bytes;    /* udp: how a reply starts; 0 bytes:
+                                       any reply passes */
+    size_t expect_bytes_len;
     bool is_known;                  /* its state came with a hand-over
                                        (lb -x): first probe at a random
                                        point of the first interval */
