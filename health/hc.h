@@ -31,7 +31,7 @@
 
 #define HC_DETAIL_MAX 160
 
-/* What to probe; hc_add copies it (strings included). */
+/* What to probe; hc_add copies it (strings and bytes included). */
 struct hc_spec {
     uint32_t id;                    /* the caller's key, echoed in results */
     enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis,

@@ -20,6 +20,7 @@
 #include <openssl/err.h>
 
 #include "core.h"
+#include "dgram.h"
 #include "hc_int.h"
 
 /* SSL contexts are shared by the targets with the same verify settings:
@@ -192,6 +193,9 @@ hc_target_free(struct hc_target *tg)
     free((char *)tg->spec.ca);
     free((char *)tg->spec.user);
     free((char *)tg->spec.database);
+    free((char *)tg->spec.dns_name);
+    free((uint8_t *)tg->spec.send);
+    free((uint8_t *)tg->spec.expect_bytes);
     free(tg);
 }
 
@@ -215,6 +219,33 @@ hc_target_proxy(struct hc_target *tg, char *err, size_t errlen)
     return 0;
 }
 
+/* A dns target's query must be one lb can write: conf/ refuses the names
+ * it cannot, so this is a bound kept, not a check users meet. */
+static int
+hc_target_dgram_check(const struct hc_target *tg, char *err, size_t errlen)
+{
+    struct hc_dgram d;
+
+    if (tg->spec.kind != CONF_CHECK_DNS && tg->spec.kind != CONF_CHECK_UDP)
+        return 0;
+    if (hc_dgram_begin(&d, &tg->spec, 0) == 0)
+        return 0;
+    snprintf(err, errlen, "check_dns_name %s: no DNS query can ask it", tg->spec.dns_name);
+    return -1;
+}
+
+/* A copy of len bytes (malloc'd; one byte when len is 0, so that NULL
+ * means out of memory), as strdup for strings. */
+static uint8_t *
+hc_memdup(const uint8_t *b, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+
+    if (copy != NULL && len > 0)
+        memcpy(copy, b, len);
+    return copy;
+}
+
 /* Builds a target for thread th (not yet on its list). Main thread. */
 static struct hc_target *
 hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
@@ -235,12 +266,18 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
     tg->spec.ca = strdup(spec->ca);
     tg->spec.user = strdup(spec->user);
     tg->spec.database = strdup(spec->database);
+    tg->spec.dns_name = strdup(spec->dns_name != NULL ? spec->dns_name : ".");
+    tg->spec.send = hc_memdup(spec->send, spec->send_len);
+    tg->spec.expect_bytes = hc_memdup(spec->expect_bytes, spec->expect_bytes_len);
     tg->timer = evtimer_new(th->base, hc_target_on_timer, tg);
     if (tg->spec.host == NULL || tg->spec.path == NULL || tg->spec.ca == NULL ||
-        tg->spec.user == NULL || tg->spec.database == NULL || tg->timer == NULL) {
+        tg->spec.user == NULL || tg->spec.database == NULL || tg->spec.dns_name == NULL ||
+        tg->spec.send == NULL || tg->spec.expect_bytes == NULL || tg->timer == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (hc_target_dgram_check(tg, err, errlen) == -1)
+        goto fail;
     hc_target_sni(tg);
     n = snprintf(tg->request, sizeof(tg->request),
                  "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\n"

@@ -21,6 +21,15 @@
  * A probe never blocks its thread: every wait is an event on the thread's
  * base, so a hung server costs one socket and one timer until the timeout.
  *
+ * dns, udp: no connection, but a connected UDP socket per probe, fresh
+ * (a new source port each time), the datagram of dgram.c sent at once,
+ * then every datagram read until one decides or the timeout comes; an
+ * ICMP port unreachable (ECONNREFUSED on the connected socket) fails at
+ * once:
+ *
+ *   SENDING --> READING --(a datagram that is not the answer)--> READING
+ *                  +--(the answer, udp: any datagram)--> done
+ *
  * check_send_proxy: a PROXY header (v1 UNKNOWN or v2 LOCAL, built once on
  * the target) opens every new connection, a kept one having had it at its
  * start. When the check speaks first (HTTP, pgsql, redis) it goes in the
@@ -34,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -45,6 +55,7 @@
 #include <openssl/x509v3.h>
 
 #include "core.h"
+#include "dgram.h"
 #include "hc_int.h"
 #include "talk.h"
 
@@ -89,6 +100,7 @@ struct hc_probe {
     struct hc_head head;
     bool is_head_done;
     struct hc_talk *talk;           /* mysql, pgsql, redis; else NULL */
+    struct hc_dgram *dgram;         /* dns, udp; else NULL */
     uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
@@ -101,6 +113,7 @@ struct hc_probe {
 static void hc_probe_on_io(evutil_socket_t fd, short what, void *arg);
 static void hc_probe_step(struct hc_probe *p);
 static void hc_probe_connect(struct hc_probe *p);
+static void hc_probe_dgram_start(struct hc_probe *p);
 
 static double
 hc_probe_elapsed_ms(const struct hc_probe *p)
@@ -123,6 +136,7 @@ hc_probe_free(struct hc_probe *p)
         close(p->fd);
     p->tg->probe = NULL;
     free(p->talk);
+    free(p->dgram);
     free(p);
 }
 
@@ -239,6 +253,13 @@ hc_probe_is_stale(const struct hc_probe *p)
 static void
 hc_probe_time_out(struct hc_probe *p)
 {
+    char detail[HC_DETAIL_MAX];
+
+    if (p->dgram != NULL) {
+        hc_dgram_timeout(p->dgram, p->tg->spec.timeout_ms, detail, sizeof(detail));
+        hc_probe_done(p, false, "%s", detail);
+        return;
+    }
     if (p->has_verdict) {               /* only the rest of the answer is late */
         hc_probe_done(p, p->passed, "%s", p->detail);
         return;
@@ -293,6 +314,10 @@ hc_probe_start(struct hc_target *tg, double lag_ms)
     tv = lb_tv_ms(sp->timeout_ms);
     if (evtimer_add(&p->timeout, &tv) == -1) {
         hc_probe_done(p, false, "internal error: event_add failed");
+        return;
+    }
+    if (sp->kind == CONF_CHECK_DNS || sp->kind == CONF_CHECK_UDP) {
+        hc_probe_dgram_start(p);
         return;
     }
     if (tg->kept_fd >= 0) {
@@ -794,4 +819,117 @@ hc_probe_step(struct hc_probe *p)
         hc_probe_drain(p, NULL, 0);
         return;
     }
+}
+
+/* ---------------------------------------------------- datagrams: dns, udp */
+
+/* A dns query's id, which no one off the path may guess (RFC 5452): from
+ * the kernel's pool, which getrandom(2) reads without blocking once it is
+ * seeded (at boot, long before lb starts); from the clock should that
+ * ever fail. */
+static uint16_t
+hc_probe_dgram_id(void)
+{
+    struct timespec ts;
+    uint16_t id;
+
+    if (getrandom(&id, sizeof(id), GRND_NONBLOCK) == (ssize_t)sizeof(id))
+        return id;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint16_t)(ts.tv_nsec ^ (ts.tv_nsec >> 16));
+}
+
+static void
+hc_probe_dgram_error(struct hc_probe *p, const char *what, int err)
+{
+    char ebuf[96];
+
+    /* Linux reports an ICMP port unreachable for a connected UDP socket
+     * as ECONNREFUSED on its next call: nothing listens on that port. */
+    if (err == ECONNREFUSED)
+        hc_probe_done(p, false, "refused (ICMP port unreachable)");
+    else
+        hc_probe_done(p, false, "%s: %s", what, hc_probe_strerror(err, ebuf, sizeof(ebuf)));
+}
+
+/* Sends the datagram if not yet sent, then reads every datagram that has
+ * come (the registration is edge-triggered) until one decides. */
+static void
+hc_probe_dgram_step(struct hc_probe *p)
+{
+    struct hc_dgram *d = p->dgram;
+    uint8_t buf[HC_DGRAM_IN_MAX];
+    char detail[HC_DETAIL_MAX];
+    bool passed;
+    ssize_t n;
+
+    if (p->state == HC_PROBE_SENDING) {
+        if (send(p->fd, d->out, d->out_len, MSG_NOSIGNAL) < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                hc_probe_dgram_error(p, "send", errno);
+            return;                     /* or the next write edge */
+        }
+        p->state = HC_PROBE_READING;
+    }
+    for (;;) {
+        /* MSG_TRUNC: the datagram's own length, for the detail, when it
+         * is longer than what is read of it */
+        n = recv(p->fd, buf, sizeof(buf), MSG_TRUNC);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                hc_probe_dgram_error(p, "recv", errno);
+            return;
+        }
+        if (hc_dgram_reply(d, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf), (size_t)n,
+                           &passed, detail, sizeof(detail))) {
+            hc_probe_done(p, passed, "%s", detail);
+            return;
+        }
+    }
+}
+
+static void
+hc_probe_on_dgram(evutil_socket_t fd, short what, void *arg)
+{
+    hc_probe_dgram_step(arg);
+}
+
+static void
+hc_probe_dgram_start(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+    char ebuf[96];
+
+    p->dgram = malloc(sizeof(*p->dgram));
+    if (p->dgram == NULL) {
+        hc_probe_done(p, false, "internal error: out of memory");
+        return;
+    }
+    if (hc_dgram_begin(p->dgram, sp, hc_probe_dgram_id()) == -1) {
+        hc_probe_done(p, false, "internal error: no query of check_dns_name");
+        return;
+    }
+    /* A fresh socket per probe: a fresh source port, so a late answer to
+     * an earlier probe (or those a stopped server queued) finds its port
+     * closed. Connected: the kernel drops datagrams from any other
+     * address, and tells an ICMP error. */
+    p->fd = socket(sp->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->fd < 0) {
+        hc_probe_done(p, false, "socket: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+        return;
+    }
+    if (connect(p->fd, (const struct sockaddr *)&sp->addr, sp->addr_len) == -1) {
+        hc_probe_done(p, false, "connect: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+        return;
+    }
+    /* One registration, edge-triggered as a TCP probe's: the write edge
+     * only matters when the send found the socket full. */
+    p->state = HC_PROBE_SENDING;
+    event_assign(&p->io, p->tg->thread->base, p->fd, EV_READ | EV_WRITE | EV_ET | EV_PERSIST,
+                 hc_probe_on_dgram, p);
+    if (event_add(&p->io, NULL) == -1) {
+        hc_probe_done(p, false, "internal error: event_add failed");
+        return;
+    }
+    hc_probe_dgram_step(p);
 }

@@ -67,6 +67,13 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->user = pc->check_user;
     spec->database = pc->check_database;
     spec->role = pc->check_role;
+    spec->dns_name = pc->check_dns_name;
+    spec->dns_type = pc->check_dns_type;
+    spec->dns_rcodes = pc->check_dns_rcodes;
+    spec->send = pc->check_send.v;
+    spec->send_len = pc->check_send.len;
+    spec->expect_bytes = pc->check_expect_bytes.v;
+    spec->expect_bytes_len = pc->check_expect_bytes.len;
     spec->is_known = srv->b->is_handed_over;
 }
 
