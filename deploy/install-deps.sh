@@ -17,7 +17,12 @@
 # which clang only recommends), haproxy and nginx for the PROXY protocol
 # tests (HAProxy in front of lb, nginx behind it, each started by the test
 # in its own directory; on a machine with systemd the packages also start
-# their system services on :80, which the tests do not use). Safe to run again: it calls apt-get only when something is
+# their system services on :80, which the tests do not use), unbound as
+# the second DNS server behind the UDP frontends and the dns check, dnsutils
+# for dig (the UDP tests' client), dnsperf and libnginx-mod-stream for the
+# UDP bench (nginx's stream module is the peer there; on a machine with
+# systemd unbound also starts a system service on :53, which the tests do
+# not use). Safe to run again: it calls apt-get only when something is
 # missing.
 set -euo pipefail
 
@@ -25,7 +30,7 @@ PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
            keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev
-           haproxy nginx)
+           haproxy nginx libnginx-mod-stream unbound dnsutils dnsperf)
 fi
 
 missing=()
