@@ -10,9 +10,10 @@
  * the worker's listening socket, hence from the frontend's address.
  *
  * A flow ends after udp_idle_timeout without a datagram either way, after
- * udp_responses replies, when its server's drain deadline passes, or when
- * the table is at udp_max_flows and a new client needs room (the least
- * recently used flow goes, as in nginx and IPVS). A flow whose server its
+ * udp_responses replies to each datagram of its client, when its server's
+ * drain deadline passes, or when the table is at udp_max_flows and a new
+ * client needs room (the least recently used flow goes, as in nginx and
+ * IPVS). A flow whose server its
  * checks took out moves to a newly picked server at its client's next
  * datagram, as Envoy's UDP proxy does: a DNS client that retries from the
  * same port must not keep waiting for a dead server.
@@ -71,7 +72,7 @@ struct lb_flow {
     socklen_t client_len;
     union lb_udp_addr client;
     uint64_t start_ms, last_ms;
-    uint32_t replies;
+    uint64_t replies;
     uint64_t datagrams_in, datagrams_out;   /* from, to the client */
     uint64_t bytes_in, bytes_out;
 };
@@ -272,28 +273,36 @@ lb_flow_socket(const struct conf_addr *to)
     return fd;
 }
 
-/* Room for one more flow of the table's frontend: the least recently used
- * flow of this worker goes when the frontend is at udp_max_flows (each
- * worker evicts only its own, without a lock; one with none left drops). */
+/* Reserves one of the frontend's udp_max_flows for a new flow, evicting
+ * this worker's least recently used flows while the frontend is full (each
+ * worker evicts only its own, without a lock; one with none left drops).
+ * The count is taken before the flow exists, by compare-and-swap, so two
+ * workers cannot both take the last one. */
 static bool
-lb_udp_make_room(struct lb_udp_table *t)
+lb_udp_reserve(struct lb_udp_table *t)
 {
     struct lb_fe_stats *st = t->fe->stats;
     uint32_t max = t->fe->conf->udp_max_flows;
     uint32_t held;
 
-    if (atomic_load_explicit(&st->udp_flows, memory_order_relaxed) < max)
-        return true;
-    if (t->oldest == NULL)
-        return false;
-    atomic_fetch_add_explicit(&st->udp_flows_evicted, 1, memory_order_relaxed);
-    if (lb_log_limit_take(&lb_udp_full_limit, &held))
-        lb_log(CONF_LOG_WARN, "udp_flows_full", "frontend=%s udp_max_flows=%u evicted=%llu "
-               "suppressed=%u", t->fe->conf->name, max,
-               (unsigned long long)atomic_load_explicit(&st->udp_flows_evicted,
-                                                        memory_order_relaxed), held);
-    lb_flow_end(t->oldest, "evicted");
-    return true;
+    for (;;) {
+        uint32_t cur = atomic_load_explicit(&st->udp_flows, memory_order_relaxed);
+
+        while (cur < max)
+            if (atomic_compare_exchange_weak_explicit(&st->udp_flows, &cur, cur + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed))
+                return true;
+        if (t->oldest == NULL)
+            return false;
+        atomic_fetch_add_explicit(&st->udp_flows_evicted, 1, memory_order_relaxed);
+        if (lb_log_limit_take(&lb_udp_full_limit, &held))
+            lb_log(CONF_LOG_WARN, "udp_flows_full", "frontend=%s udp_max_flows=%u "
+                   "evicted=%llu suppressed=%u", t->fe->conf->name, max,
+                   (unsigned long long)atomic_load_explicit(&st->udp_flows_evicted,
+                                                            memory_order_relaxed), held);
+        lb_flow_end(t->oldest, "evicted");
+    }
 }
 
 static void
@@ -320,13 +329,14 @@ lb_flow_new(struct lb_udp_table *t, const union lb_udp_addr *client, socklen_t l
         lb_udp_drop(fe, LB_UDP_DROP_DENIED);
         return NULL;
     }
-    if (!lb_udp_make_room(t)) {
+    if (!lb_udp_reserve(t)) {
         lb_udp_drop(fe, LB_UDP_DROP_TOO_MANY_FLOWS);
         return NULL;
     }
     idx = bal_pick_attempt(pool->bal, t->w->cursors[pool->index], lb_client_hash(&client->sa),
                            NULL, 0, &is_again);
     if (idx < 0) {
+        atomic_fetch_sub_explicit(&fe->stats->udp_flows, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&fe->stats->no_server, 1, memory_order_relaxed);
         lb_udp_drop(fe, LB_UDP_DROP_NO_SERVER);
         return NULL;
@@ -350,6 +360,7 @@ lb_flow_new(struct lb_udp_table *t, const union lb_udp_addr *client, socklen_t l
         if (fd >= 0)
             close(fd);
         lb_queue_release_slot(pool, (size_t)idx);
+        atomic_fetch_sub_explicit(&fe->stats->udp_flows, 1, memory_order_relaxed);
         lb_udp_drop(fe, LB_UDP_DROP_NO_SOCKET);
         return NULL;
     }
@@ -372,7 +383,6 @@ lb_flow_new(struct lb_udp_table *t, const union lb_udp_addr *client, socklen_t l
         lb_udp_grow(t);
     if (t->nflows == 1)
         lb_udp_idle_arm(t, now);
-    atomic_fetch_add_explicit(&fe->stats->udp_flows, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fe->stats->udp_flows_total, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fe->stats->active_connections, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fe->stats->total_connections, 1, memory_order_relaxed);
@@ -437,7 +447,10 @@ lb_flow_on_reply(evutil_socket_t fd, short what, void *arg)
             atomic_fetch_add_explicit(&st->udp_datagrams_sent, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&st->udp_bytes_sent, (uint64_t)n, memory_order_relaxed);
         }
-        if (responses != 0 && ++f->replies >= responses) {
+        /* nginx's proxy_responses: responses replies for each datagram the
+         * client sent, so queries in flight together (a resolver's A and
+         * AAAA) are all answered before the flow ends */
+        if (responses != 0 && ++f->replies >= (uint64_t)responses * f->datagrams_in) {
             lb_flow_end(f, "responses");
             return;
         }
