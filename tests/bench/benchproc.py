@@ -7,6 +7,7 @@ scripts beside it (proxy_cost.py, sni_cost.py), not run itself.
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -89,22 +90,48 @@ def listening(port):
                 return True
     return False
 
-def free_ports(base, count):
-    """`count` ports from `base` up that nobody listens on and that bind now."""
+def binds(port, kind):
+    with socket.socket(socket.AF_INET, kind) as s:
+        try:
+            s.bind((HOST, port))
+            return True
+        except OSError:
+            return False
+
+def free_ports(base, count, udp=False):
+    """`count` ports from `base` up that nobody listens on and that bind now (for UDP
+    too with udp: dnsmasq binds both on its port)."""
     lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     ports, port = [], base
     while len(ports) < count:
         if port >= lo:
             sys.exit(f"no {count} free ports between --port-base {base} and the ephemeral range ({lo})")
         if not listening(port):
-            with socket.socket() as s:
-                try:
-                    s.bind((HOST, port))
-                    ports.append(port)
-                except OSError:
-                    pass
+            kinds = (socket.SOCK_STREAM, socket.SOCK_DGRAM) if udp else (socket.SOCK_STREAM,)
+            if all(binds(port, kind) for kind in kinds):
+                ports.append(port)
         port += 1
     return ports
+
+def cpu_times(cpu):
+    """(busy, steal, total) jiffies of one CPU from /proc/stat (busy excludes idle,
+    iowait and steal)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:9]]
+                return v[0] + v[1] + v[2] + v[5] + v[6], v[7], sum(v)
+    return 0, 0, 1
+
+
+def cpu_share(before, after):
+    """(busy, steal) fractions of the CPU between two cpu_times()."""
+    total = max(1, after[2] - before[2])
+    return (after[0] - before[0]) / total, (after[1] - before[1]) / total
+
+def median(raw, p, key):
+    vals = raw.get(p, {}).get(key)
+    return statistics.median(vals) if vals else None
 
 class Proc:
     """A process we started, pinned to `cpu`, output to a log file, stopped by pid."""

@@ -127,8 +127,8 @@ import tempfile
 import threading
 import time
 
-from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, listening, log,
-                       others_cpu_since, others_cpu_ticks)
+from benchproc import (HOST, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports,
+                       listening, log, median, others_cpu_since, others_cpu_ticks)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -148,23 +148,6 @@ TARGET_CPS, TARGET_CPU, TARGET_MEM = 1.05, 0.90, 1.0
 
 
 # ---------------------------------------------------------------- /proc
-
-def cpu_times(cpu):
-    """(busy, steal, total) jiffies of one CPU from /proc/stat (busy excludes idle,
-    iowait and steal)."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith(f"cpu{cpu} "):
-                v = [int(x) for x in line.split()[1:9]]
-                return v[0] + v[1] + v[2] + v[5] + v[6], v[7], sum(v)
-    return 0, 0, 1
-
-
-def cpu_share(before, after):
-    """(busy, steal) fractions of the CPU between two cpu_times()."""
-    total = max(1, after[2] - before[2])
-    return (after[0] - before[0]) / total, (after[1] - before[1]) / total
-
 
 def mem_kib(pids):
     """(Rss, Pss) in KiB from smaps_rollup, summed over the processes."""
@@ -816,11 +799,6 @@ METRICS = [("cps", "new TLS connections", "conn/s"),
            ("mem_hello100", "mem per conn, 100 B hello", "KiB"),
            ("mem_hello12k", "mem per conn, 12000 B hello", "KiB"),
            ("rss_hello12k", "  total Rss, conns open", "MiB")]
-
-
-def median(raw, p, key):
-    vals = raw.get(p, {}).get(key)
-    return statistics.median(vals) if vals else None
 
 
 def print_table(raw, proxies):
