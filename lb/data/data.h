@@ -28,6 +28,7 @@ struct lb_mailbox;
 struct lb_pool;
 struct lb_queue;
 struct lb_session;
+struct lb_server;
 struct lb_buf;
 
 /* What other threads ask of a worker, in the order asked. */
@@ -321,6 +322,9 @@ void lb_udp_drain_scan(struct lb_udp_table *t, uint64_t now, uint64_t *next);
 
 /* The hash a client is balanced by (source): its address, not its port. */
 uint64_t lb_client_hash(const struct sockaddr *sa);
+/* A connect to srv refused or timed out (TCP), or an ICMP port unreachable
+ * (UDP): counted, and every observe_errors in a row ask for a probe now. */
+void lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv);
 
 /* ------------------------------------------------------------ session.c */
 

@@ -568,24 +568,26 @@ lb_session_hello_begin(struct lb_session *s)
 
 /* ------------------------------------------------------------ connecting */
 
-/* Detection from live traffic: every observe_errors consecutive failed
- * connects to a server ask the health module for a probe now, instead of
- * waiting for the schedule. The probe decides; live errors alone never take
- * a server out. */
-static void
-lb_session_observe_failure(struct lb_session *s, struct lb_server *srv)
+/* A connect the server refused or let time out, by a TCP session or a UDP
+ * flow (an ICMP port unreachable). Detection from live traffic: every
+ * observe_errors consecutive ones ask the health module for a probe now,
+ * instead of waiting for the schedule. The probe decides; live errors alone
+ * never take a server out. */
+void
+lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv)
 {
-    uint32_t every = s->pool->conf->observe_errors;
+    uint32_t every = srv->pool->conf->observe_errors;
     uint32_t n;
     /* published once built and running (checks.c) */
-    struct hc *hc = atomic_load_explicit(&s->w->daemon->hc, memory_order_acquire);
+    struct hc *hc = atomic_load_explicit(&w->daemon->hc, memory_order_acquire);
 
+    atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
     n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
-    if (every == 0 || n % every != 0 || hc == NULL || s->pool->conf->check == CONF_CHECK_NONE)
+    if (every == 0 || n % every != 0 || hc == NULL || srv->pool->conf->check == CONF_CHECK_NONE)
         return;
     atomic_fetch_add_explicit(&srv->b->observed_probes, 1, memory_order_relaxed);
     lb_log(CONF_LOG_INFO, "observe_probe", "pool=%s server=%s live_failures=%u",
-           s->pool->conf->name, srv->conf->name, n);
+           srv->pool->conf->name, srv->conf->name, n);
     hc_probe_now(hc, srv->b->id);
 }
 
@@ -615,8 +617,6 @@ lb_session_connect_failed(struct lb_session *s, const char *error, bool is_serve
     struct lb_server *srv = s->server;
     char lower[96], qbuf[128];
 
-    if (is_server_fault)
-        atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
     /* Operators read "connection refused", as the kernel's own messages
      * and haproxy's logs put it, not strerror's capitalised sentence. */
     snprintf(lower, sizeof(lower), "%s", error);
@@ -627,7 +627,7 @@ lb_session_connect_failed(struct lb_session *s, const char *error, bool is_serve
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
     if (is_server_fault)
-        lb_session_observe_failure(s, srv);
+        lb_server_connect_failed(s->w, srv);
     lb_session_attempt_end(s);
 }
 

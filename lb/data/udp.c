@@ -405,16 +405,7 @@ lb_flow_touch(struct lb_flow *f, uint64_t now)
 static void
 lb_flow_refused(struct lb_flow *f)
 {
-    struct lb_server *srv = f->server;
-    struct hc *hc = atomic_load_explicit(&f->t->w->daemon->hc, memory_order_acquire);
-    uint32_t every = srv->pool->conf->observe_errors, n;
-
-    atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
-    n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
-    if (every != 0 && n % every == 0 && hc != NULL && srv->pool->conf->check != CONF_CHECK_NONE) {
-        atomic_fetch_add_explicit(&srv->b->observed_probes, 1, memory_order_relaxed);
-        hc_probe_now(hc, srv->b->id);
-    }
+    lb_server_connect_failed(f->t->w, f->server);
     lb_flow_end(f, "refused");
 }
 

@@ -61,13 +61,12 @@ def stop_pid(pid, timeout=10.0):
         raise
 
 
-class Load:
-    """New connections at `rate` per second from a thread, each reading the
-    backend's name: how many were served and which failed (and how)."""
+class PacedLoad:
+    """Calls one() `rate` times per second from a thread, until stop() or
+    for limit_s at most."""
 
-    def __init__(self, port, rate=200, limit_s=20.0):
-        self.port, self.rate, self.limit_s = port, rate, limit_s
-        self.ok, self.failed = 0, []
+    def __init__(self, rate, limit_s):
+        self.rate, self.limit_s = rate, limit_s
         self.stop_ev = threading.Event()
         self.thread = harness.Thread(self._run)
         self.thread.start()
@@ -76,14 +75,7 @@ class Load:
         start = time.monotonic()
         n = 0
         while not self.stop_ev.is_set() and time.monotonic() - start < self.limit_s:
-            try:
-                name = harness.fetch_name(self.port, timeout=2.0)
-                if name:
-                    self.ok += 1
-                else:
-                    self.failed.append("empty answer")
-            except OSError as e:
-                self.failed.append(repr(e))
+            self.one()
             n += 1
             delay = start + n / self.rate - time.monotonic()
             if delay > 0:
@@ -92,6 +84,26 @@ class Load:
     def stop(self):
         self.stop_ev.set()
         self.thread.join(timeout=10)
+
+
+class Load(PacedLoad):
+    """New connections, each reading the backend's name: how many were
+    served and which failed (and how)."""
+
+    def __init__(self, port, rate=200, limit_s=20.0):
+        self.port = port
+        self.ok, self.failed = 0, []
+        super().__init__(rate, limit_s)
+
+    def one(self):
+        try:
+            name = harness.fetch_name(self.port, timeout=2.0)
+            if name:
+                self.ok += 1
+            else:
+                self.failed.append("empty answer")
+        except OSError as e:
+            self.failed.append(repr(e))
 
 
 class UdpNamed:
@@ -121,49 +133,31 @@ class UdpNamed:
         self.sock.close()
 
 
-class UdpLoad:
-    """A query a fresh client port at `rate` per second from a thread, each
-    asked again once after 300 ms without an answer (as a DNS client does):
-    how many were answered at once, after the second try, or never."""
+class UdpLoad(PacedLoad):
+    """A query from a fresh client port each time, asked again once after
+    300 ms without an answer (as a DNS client does): how many were answered
+    at once, after the second try, or never."""
 
     def __init__(self, port, rate=200, limit_s=20.0):
-        self.port, self.rate, self.limit_s = port, rate, limit_s
+        self.port = port
         self.ok, self.retried, self.lost = 0, 0, 0
-        self.stop_ev = threading.Event()
-        self.thread = harness.Thread(self._run)
-        self.thread.start()
+        super().__init__(rate, limit_s)
 
-    def _ask(self):
+    def one(self):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
             c.settimeout(0.3)
             for attempt in range(2):
                 c.sendto(b"q", (harness.HOST, self.port))
                 try:
                     if c.recv(100) in (b"a", b"b"):
-                        return attempt
+                        if attempt == 0:
+                            self.ok += 1
+                        else:
+                            self.retried += 1
+                        return
                 except socket.timeout:
                     pass
-        return None
-
-    def _run(self):
-        start = time.monotonic()
-        n = 0
-        while not self.stop_ev.is_set() and time.monotonic() - start < self.limit_s:
-            attempt = self._ask()
-            if attempt == 0:
-                self.ok += 1
-            elif attempt == 1:
-                self.retried += 1
-            else:
-                self.lost += 1
-            n += 1
-            delay = start + n / self.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-
-    def stop(self):
-        self.stop_ev.set()
-        self.thread.join(timeout=10)
+        self.lost += 1
 
 
 class TakeoverTest(LbTestCase):
