@@ -348,6 +348,7 @@ class UdpEcho:
         self.copies = copies
         self.batch = batch
         self._held = {}             # sender -> its datagrams not yet echoed
+        self._senders = set()       # every address a datagram came from
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         # Room for a flood's backlog: what does not fit is dropped by the
@@ -374,6 +375,7 @@ class UdpEcho:
                 data = bytes(buf[:n])
                 with self._lock:
                     self._got.append((n, harness.sha256(data)))
+                    self._senders.add(src)
                 held = self._held.setdefault(src, [])
                 held.append(data)
                 if len(held) < self.batch:
@@ -389,6 +391,16 @@ class UdpEcho:
                             pass    # ICMP from a closed flow socket: the tests' business
         except Exception:
             self.errors.append(traceback.format_exc())
+
+    def send_to_senders(self, data):
+        """data, once, to every address a datagram came from (from the
+        test's thread: sendto on the echo's socket is safe beside its
+        thread). Returns how many were sent."""
+        with self._lock:
+            senders = list(self._senders)
+        for src in senders:
+            self.sock.sendto(data, src)
+        return len(senders)
 
     def got(self):
         with self._lock:

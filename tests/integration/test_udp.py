@@ -291,6 +291,14 @@ def fe_udp(st, name):
     return find_frontend(st, name)["udp"]
 
 
+def udp_no_ports():
+    """The kernel's count of datagrams that came to a port with no socket
+    (Udp: NoPorts in /proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Udp:")]
+    return int(dict(zip(rows[0][1:], rows[1][1:]))["NoPorts"])
+
+
 def quiet_stats(admin, settle=0.2, timeout=WAIT):
     """Waits until no datagram count of /stats (frontends and servers)
     moves for `settle` seconds: lb has handled every datagram sent so far.
@@ -1082,6 +1090,30 @@ class UdpEdgeTest(UdpTestCase):
         u = fe_udp(st, "fe")
         self.assertEqual((u["flows"], u["flows_total"], u["datagrams_received"],
                           u["datagrams_sent"]), (0, n, n, n), u)
+        self.assert_consistent(lb)
+
+    def test_reply_to_closed_flow_is_counted(self):
+        """A server that replies to flows lb has closed (udp_responses = 1,
+        /stats shows none open): nothing reaches a client, and the
+        kernel counts each reply in Udp: NoPorts (/proc/net/snmp), since
+        the flow's socket is gone. lb holds no socket open to count them
+        itself (nor does nginx)."""
+        lb, echo, port = self.echo_lb(fe_keys={"udp_responses": 1})
+        n = 30
+        clients = [Client(self, port) for _ in range(n)]
+        for i, c in enumerate(clients):
+            self.assertEqual(self.roundtrip(c, b"q%03d" % i), b"q%03d" % i)
+        wait_for(lambda: fe_udp(lb.admin.stats(), "fe")["flows"] == 0, WAIT,
+                 "the flows to close at their answers")
+        before = udp_no_ports()
+        self.assertEqual(echo.send_to_senders(b"late"), n)
+        wait_for(lambda: udp_no_ports() - before >= n, WAIT,
+                 lambda: f"Udp: NoPorts to count {n} late replies "
+                 f"(+{udp_no_ports() - before})")
+        self.assertEqual([(c.addr, d) for c in clients if (d := c.recv(0)) is not None], [],
+                         "a late reply reached a client")
+        u = fe_udp(quiet_stats(lb.admin), "fe")
+        self.assertEqual((u["flows"], u["flows_total"], u["datagrams_sent"]), (0, n, n), u)
         self.assert_consistent(lb)
 
     def test_responses_count_each_datagram(self):
