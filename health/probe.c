@@ -852,8 +852,15 @@ hc_probe_dgram_error(struct hc_probe *p, const char *what, int err)
         hc_probe_done(p, false, "%s: %s", what, hc_probe_strerror(err, ebuf, sizeof(ebuf)));
 }
 
-/* Sends the datagram if not yet sent, then reads every datagram that has
- * come (the registration is edge-triggered) until one decides. */
+/* Datagrams read in one wakeup: a server that sends what is not the answer
+ * faster than it is read must not keep the health thread (its other
+ * probes' timers, this one's timeout) waiting. */
+#define HC_DGRAM_READS 64
+
+/* Sends the datagram if not yet sent, then reads the datagrams that have
+ * come until one decides: all of them, or HC_DGRAM_READS and then a new
+ * turn of the loop (the registration is edge-triggered: no edge would come
+ * for those left). */
 static void
 hc_probe_dgram_step(struct hc_probe *p)
 {
@@ -871,12 +878,14 @@ hc_probe_dgram_step(struct hc_probe *p)
         }
         p->state = HC_PROBE_READING;
     }
-    for (;;) {
+    for (int i = 0; i < HC_DGRAM_READS; i++) {
         /* MSG_TRUNC: the datagram's own length, for the detail, when it
          * is longer than what is read of it */
         n = recv(p->fd, buf, sizeof(buf), MSG_TRUNC);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
                 hc_probe_dgram_error(p, "recv", errno);
             return;
         }
@@ -886,6 +895,7 @@ hc_probe_dgram_step(struct hc_probe *p)
             return;
         }
     }
+    event_active(&p->io, EV_READ, 0);
 }
 
 static void
