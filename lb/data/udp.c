@@ -476,8 +476,6 @@ lb_udp_on_datagrams(evutil_socket_t fd, short what, void *arg)
         }
         if (f == NULL && (f = lb_flow_new(t, &client, len, hash, now)) == NULL)
             continue;
-        f->datagrams_in++;
-        f->bytes_in += (uint64_t)n;
         lb_flow_touch(f, now);
         if (send(f->fd, t->buf, (size_t)n, 0) < 0) {
             lb_udp_drop(f->fe, LB_UDP_DROP_SEND_FAILED);
@@ -485,6 +483,9 @@ lb_udp_on_datagrams(evutil_socket_t fd, short what, void *arg)
                 lb_flow_refused(f);
             continue;
         }
+        /* relayed only: udp_responses waits for replies to these */
+        f->datagrams_in++;
+        f->bytes_in += (uint64_t)n;
         atomic_fetch_add_explicit(&f->server->b->udp_datagrams_sent, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&f->server->b->bytes_out, (uint64_t)n, memory_order_relaxed);
     }
