@@ -5,6 +5,8 @@ disturbed trial), and free ports. Python 3 stdlib only; imported by the
 scripts beside it (proxy_cost.py, sni_cost.py), not run itself.
 """
 import os
+import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -132,6 +134,23 @@ def cpu_share(before, after):
 def median(raw, p, key):
     vals = raw.get(p, {}).get(key)
     return statistics.median(vals) if vals else None
+
+def prepare_driver(tools, proxy_cpu, load_cpu):
+    """Exits unless the tools are installed and proxy_cpu and load_cpu are two CPUs of
+    ours; then moves this driver beside the load, raises its descriptor limit to the
+    hard one (the proxies and load it starts inherit it) and makes SIGTERM exit."""
+    os.environ["PATH"] += ":/usr/sbin:/sbin"
+    for tool in tools:
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed (see ../shared/bench/setup.sh)")
+    cpus = os.sched_getaffinity(0)
+    if proxy_cpu not in cpus or load_cpu not in cpus or proxy_cpu == load_cpu:
+        sys.exit(f"--proxy-cpu {proxy_cpu} and --load-cpu {load_cpu} must be two "
+                 f"available CPUs (have {sorted(cpus)})")
+    os.sched_setaffinity(0, {load_cpu})  # the driver runs beside the load, not the proxy
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
 
 class Proc:
     """A process we started, pinned to `cpu`, output to a log file, stopped by pid."""

@@ -67,7 +67,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -78,7 +77,7 @@ import threading
 import time
 
 from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, listening, log,
-                       others_cpu_since, others_cpu_ticks)
+                       others_cpu_since, others_cpu_ticks, prepare_driver)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -472,18 +471,7 @@ def main():
     args.lb_bin = os.path.abspath(args.lb_bin)
     if any(p.startswith("lb") for p in proxies) and not os.access(args.lb_bin, os.X_OK):
         sys.exit(f"--lb-bin {args.lb_bin}: no executable there (build lb first)")
-    for tool in ("haproxy", "nginx", "ab", "taskset"):
-        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
-            sys.exit(f"{tool} is not installed (see ../shared/bench/setup.sh)")
-    os.environ["PATH"] += ":/usr/sbin:/sbin"
-    cpus = os.sched_getaffinity(0)
-    if args.proxy_cpu not in cpus or args.load_cpu not in cpus or args.proxy_cpu == args.load_cpu:
-        sys.exit(f"--proxy-cpu {args.proxy_cpu} and --load-cpu {args.load_cpu} must be two "
-                 f"available CPUs (have {sorted(cpus)})")
-    os.sched_setaffinity(0, {args.load_cpu})  # the driver runs beside the load, not the proxy
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    prepare_driver(["haproxy", "nginx", "ab", "taskset"], args.proxy_cpu, args.load_cpu)
 
     workdir = tempfile.mkdtemp(prefix="proxy_cost-")
     os.chmod(workdir, 0o755)  # nginx workers may run as nobody

@@ -128,7 +128,7 @@ import threading
 import time
 
 from benchproc import (HOST, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports,
-                       listening, log, median, others_cpu_since, others_cpu_ticks)
+                       listening, log, median, others_cpu_since, others_cpu_ticks, prepare_driver)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -910,19 +910,7 @@ def main():
     args.lb_bin = os.path.abspath(args.lb_bin)
     if any(p.startswith("lb") for p in proxies) and not os.access(args.lb_bin, os.X_OK):
         sys.exit(f"--lb-bin {args.lb_bin}: no executable there (build lb first)")
-    os.environ["PATH"] += ":/usr/sbin:/sbin"
-    tools = ["haproxy", "nginx", "ab", "openssl", "curl", "taskset"] + (["perf"] if args.syscalls else [])
-    for tool in tools:
-        if not shutil.which(tool):
-            sys.exit(f"{tool} is not installed (see ../shared/bench/setup.sh)")
-    cpus = os.sched_getaffinity(0)
-    if args.proxy_cpu not in cpus or args.load_cpu not in cpus or args.proxy_cpu == args.load_cpu:
-        sys.exit(f"--proxy-cpu {args.proxy_cpu} and --load-cpu {args.load_cpu} must be two "
-                 f"available CPUs (have {sorted(cpus)})")
-    os.sched_setaffinity(0, {args.load_cpu})  # the driver runs beside the load, not the proxy
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    prepare_driver(["haproxy", "nginx", "ab", "openssl", "curl", "taskset"] + (["perf"] if args.syscalls else []), args.proxy_cpu, args.load_cpu)
 
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="sni_cost-")

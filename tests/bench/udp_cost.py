@@ -108,7 +108,6 @@ import random
 import re
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -118,7 +117,7 @@ import tempfile
 import time
 
 from benchproc import (HOST, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports, log,
-                       median, others_cpu_since, others_cpu_ticks)
+                       median, others_cpu_since, others_cpu_ticks, prepare_driver)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -864,18 +863,7 @@ def main():
         if w not in WORKLOADS:
             ap.error(f"--workloads: unknown {w!r}; choose from {' '.join(WORKLOADS)}")
     args.lb = os.path.abspath(args.lb)
-    os.environ["PATH"] += ":/usr/sbin:/sbin"
-    for tool in ["nginx", "dnsperf", "dnsmasq", "taskset", "cc"]:
-        if not shutil.which(tool):
-            sys.exit(f"{tool} is not installed")
-    cpus = os.sched_getaffinity(0)
-    if args.proxy_cpu not in cpus or args.load_cpu not in cpus or args.proxy_cpu == args.load_cpu:
-        sys.exit(f"--proxy-cpu {args.proxy_cpu} and --load-cpu {args.load_cpu} must be two "
-                 f"available CPUs (have {sorted(cpus)})")
-    os.sched_setaffinity(0, {args.load_cpu})  # the driver runs beside the load, not the proxy
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    prepare_driver(["nginx", "dnsperf", "dnsmasq", "taskset", "cc"], args.proxy_cpu, args.load_cpu)
 
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="udp_cost-")

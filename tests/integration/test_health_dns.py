@@ -11,12 +11,9 @@ with interval I, fall K and timeout T, by the K-th failed probe exactly.
 Run by hand, each case prints what it measured ("measured: ...")."""
 
 import os
-import re
-import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -25,12 +22,12 @@ import harness
 from admin_client import Admin
 from harness import (HC_SLACK, HOST, TIMER_TICK, LbTestCase, event_time, free_port,
                      health_history, lb_test, transition_streak, wait_for)
-from test_discover import DnsServer, _dns_query
+from dns_servers import Unbound, free_udp_port
+from test_discover import DnsServer
 
 I, T, K = 0.3, 0.2, 2
 KEYS = {"check_interval": "300ms", "check_timeout": "200ms", "rise": 1, "fall": K}
 WAIT = 10.0
-UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
 
 # dnsmasq answers example.test from its own zone (SOA, NS, the host
 # record's A) and NXDOMAIN for any other name in it; for names outside,
@@ -51,70 +48,6 @@ def checks(lb, pool, result=None, after=0.0):
 
 def changes(lb, event, pool, after=0.0):
     return [e for e in lb.events(event, pool=pool) if event_time(e) > after]
-
-
-def udp_port():
-    """A port free for both TCP and UDP on 127.0.0.1 (free_port probes
-    TCP only; dnsmasq and unbound bind both)."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-        return port
-    raise AssertionError("no port free for TCP and UDP")
-
-
-class Unbound:
-    """unbound as a local authority for example.test (local-zone static:
-    the records below, NXDOMAIN for other names of the zone), in the
-    foreground, no chroot, no privilege drop, no control port; stopped by
-    its pid."""
-
-    def __init__(self):
-        self.dir = harness.make_tmpdir()
-        self.port = udp_port()
-        conf = os.path.join(self.dir, "unbound.conf")
-        with open(conf, "w") as f:
-            f.write("\n".join([
-                "server:", f"  interface: {HOST}", f"  port: {self.port}",
-                "  do-daemonize: no", '  chroot: ""', '  username: ""',
-                f'  directory: "{self.dir}"', '  pidfile: ""', "  use-syslog: no",
-                "  do-ip6: no", "  access-control: 127.0.0.0/8 allow",
-                '  local-zone: "example.test." static',
-                '  local-data: "example.test. 300 IN SOA ns.example.test. '
-                'hostmaster.example.test. 1 3600 600 86400 60"',
-                '  local-data: "txt.example.test. 300 IN TXT \\"lb\\""',
-                "remote-control:", "  control-enable: no", ""]))
-        self.log_path = os.path.join(self.dir, "unbound.log")
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([UNBOUND, "-d", "-c", conf], stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=log)
-        log.close()
-        harness._all_procs.append(self.proc)
-
-        def up():
-            if self.proc.poll() is not None:
-                with open(self.log_path, errors="replace") as f:
-                    raise AssertionError(f"unbound exited with {self.proc.returncode}:\n"
-                                         f"{f.read()[-2000:]}")
-            return _dns_query(self.port, "txt.example.test", 16) == (0, 1)
-        wait_for(up, WAIT, "unbound to answer")
-
-    @property
-    def addr(self):
-        return f"{HOST}:{self.port}"
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
 
 
 class UdpServer:
@@ -173,16 +106,16 @@ class HealthDnsTest(LbTestCase):
 
     @classmethod
     def setUpClass(cls):
-        for tool in (DnsServer.BIN, UNBOUND):
+        for tool in (DnsServer.BIN, Unbound.BIN):
             if not os.access(tool, os.X_OK):
                 raise AssertionError(f"{tool} is not installed (deploy/install-deps.sh --test "
                                      "installs dnsmasq-base and unbound)")
         cls.dns = DnsServer(harness.make_tmpdir())
         cls.unbound = None
         try:
-            cls.dns.port = udp_port()
+            cls.dns.port = free_udp_port()
             cls.dns.serve(extra=ZONE)
-            cls.unbound = Unbound()
+            cls.unbound = Unbound("ub")
         except BaseException:
             cls.tearDownClass()
             raise
@@ -196,7 +129,7 @@ class HealthDnsTest(LbTestCase):
     def own_dnsmasq(self):
         """A dnsmasq of the test's own, to crash or stop."""
         d = DnsServer(harness.make_tmpdir())
-        d.port = udp_port()
+        d.port = free_udp_port()
         self.addCleanup(d.stop)
         d.serve(extra=ZONE)
         return d
@@ -235,7 +168,7 @@ class HealthDnsTest(LbTestCase):
             ("a", [("ns", f"{HOST}:{dns}")], dict(KEYS, check="dns", check_dns_type="A",
                                                  check_dns_name="WWW.Example.Test.")),
             ("unbound", [("ub", ub)], dict(KEYS, check="dns", check_dns_type="TXT",
-                                           check_dns_name="txt.example.test")),
+                                           check_dns_name="t.test")),
             ("tcp", [("ns", f"{HOST}:{dns}")], dict(KEYS, check="tcp"))],
             log_level="debug", admin_port=admin_port)
         for pool in ("soa", "a", "unbound"):
