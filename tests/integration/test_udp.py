@@ -713,6 +713,11 @@ class UdpDnsTest(UdpTestCase):
             seen.append((round(ts - t0, 3), name))
             if name == new:
                 break
+            # A query sent as the drain deadline passes may lose its answer:
+            # the flow ends with the reply on its way (a DNS client asks
+            # again, as this loop does).
+            if name is None and ts - t0 >= drain_s - TIMER_TICK:
+                continue
             self.assertEqual(name, old, f"answers so far: {seen}")
             self.assertLess(tr, deadline, f"the flow never moved: {seen[-5:]}")
             time.sleep(max(0.0, period - (time.monotonic() - ts)))
