@@ -21,15 +21,6 @@ from harness import HOST, free_port, wait_for
 START_TIMEOUT = 30.0
 
 
-def _spawn(args, log_path, **kw):
-    log = open(log_path, "ab")
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True, **kw)
-    log.close()
-    harness._all_procs.append(proc)
-    return proc
-
-
 def _accepts(port):
     try:
         socket.create_connection((HOST, port), timeout=0.5).close()
@@ -124,7 +115,7 @@ class MariaDb(_Server):
         self.sql("CREATE USER lb_check@'127.0.0.1'")
 
     def start(self):
-        self.proc = _spawn([self.BIN, "--no-defaults", f"--datadir={self.data}",
+        self.proc = harness.spawn_logged([self.BIN, "--no-defaults", f"--datadir={self.data}",
                             f"--port={self.port}", f"--bind-address={HOST}",
                             f"--socket={self.socket}", "--user=root", "--skip-name-resolve",
                             f"--pid-file={self.dir}/mysqld.pid", "--skip-log-bin",
@@ -176,7 +167,7 @@ class Postgres(_Server):
         return os.path.join(root, versions[-1], "bin")
 
     def start(self):
-        self.proc = _spawn([os.path.join(self.bindir, "postgres"), "-D", self.data,
+        self.proc = harness.spawn_logged([os.path.join(self.bindir, "postgres"), "-D", self.data,
                             "-p", str(self.port), "-k", self.run, "-c", f"listen_addresses={HOST}",
                             "-c", f"max_connections={self.MAX_CONNECTIONS}",
                             "-c", "superuser_reserved_connections=0", "-c", "fsync=off",
@@ -202,7 +193,7 @@ class Redis(_Server):
                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"]
         if self.replica_of:
             args += ["--replicaof", HOST, str(self.replica_of)]
-        self.proc = _spawn(args, self.log_path)
+        self.proc = harness.spawn_logged(args, self.log_path)
         self._wait_up(lambda: redis_cmd(self.port, "PING") == b"+PONG\r\n")
 
     def cmd(self, *args):

@@ -170,15 +170,6 @@ def client_socket(host=HOST):
 
 # ----------------------------------------------------------- the servers
 
-def _spawn(args, log_path):
-    log = open(log_path, "ab")
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
-    log.close()
-    harness._all_procs.append(proc)
-    return proc
-
-
 class DnsServer:
     """A DNS server process on 127.0.0.1:port (UDP and TCP) with start /
     kill (SIGKILL: a crash) / hang (SIGSTOP) / resume / stop, by process
@@ -202,7 +193,7 @@ class DnsServer:
         return (HOST, self.port)
 
     def start(self):
-        self.proc = _spawn(self._args(), self.log_path)
+        self.proc = harness.spawn_logged(self._args(), self.log_path)
 
         def up():
             if self.proc.poll() is not None:

@@ -163,6 +163,18 @@ class Thread(threading.Thread):
             raise AssertionError(f"thread {self.name} failed:\n{self.error}")
 
 
+def spawn_logged(args, log_path, **kw):
+    """A server process of a test, its output appended to log_path, in a
+    session of its own (signals go to its whole group), stopped at exit
+    if the test did not."""
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True, **kw)
+    log.close()
+    _all_procs.append(proc)
+    return proc
+
+
 def start_thread(target, *args, name=None, **kwargs):
     """Starts target(*args, **kwargs) in a Thread (see there); returns it."""
     t = Thread(target, *args, name=name or getattr(target, "__name__", None), **kwargs)

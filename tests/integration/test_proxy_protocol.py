@@ -181,15 +181,6 @@ NGINX = "/usr/sbin/nginx"
 HAPROXY = "/usr/sbin/haproxy"
 
 
-def _spawn(args, log_path):
-    log = open(log_path, "ab")
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
-    log.close()
-    harness._all_procs.append(proc)
-    return proc
-
-
 def _stop(proc):
     """SIGTERM by pid, SIGKILL after a deadline."""
     if proc.poll() is None:
@@ -217,7 +208,7 @@ def _spawn_listening(what, args, out, is_listening, logs=()):
     """Starts a peer (_spawn) and waits until is_listening(); one that exits
     first fails with its output and logs, and one that does not listen in
     time is stopped."""
-    proc = _spawn(args, out)
+    proc = harness.spawn_logged(args, out)
     try:
         wait_for(lambda: proc.poll() is not None or is_listening(),
                  harness.READY_TIMEOUT, f"{what} to listen")
