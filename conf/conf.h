@@ -97,6 +97,7 @@ enum conf_check {
     CONF_CHECK_REDIS,               /* PING, ROLE */
     CONF_CHECK_DNS,                 /* a query over UDP, its rcode */
     CONF_CHECK_UDP,                 /* a datagram, a reply that starts so */
+    CONF_CHECK_GRPC,                /* grpc.health.v1.Health/Check over h2 */
 };
 
 /* check_role: which server of a replicated set passes the check. */
@@ -234,6 +235,8 @@ struct conf_pool {
     char *check_user;               /* mysql, pgsql: "" = no login step */
     char *check_database;           /* pgsql: "" = the user's name */
     enum conf_role check_role;      /* mysql, redis */
+    char *check_grpc_service;       /* grpc: the service asked, "" = all */
+    bool check_tls;                 /* grpc: over TLS, ALPN h2 */
     bool check_send_proxy;          /* a PROXY header (v1 UNKNOWN, v2
                                        LOCAL) opens every check connection,
                                        in the server's send_proxy version

@@ -380,6 +380,8 @@ conf_check_protocol(struct conf_parse *p, const struct conf_pool *pool,
     int kuser = conf_key_find(CONF_SECTION_POOL, "check_user");
     int kdb = conf_key_find(CONF_SECTION_POOL, "check_database");
     int krole = conf_key_find(CONF_SECTION_POOL, "check_role");
+    int kservice = conf_key_find(CONF_SECTION_POOL, "check_grpc_service");
+    int ktls = conf_key_find(CONF_SECTION_POOL, "check_tls");
     bool has_login = pool->check == CONF_CHECK_MYSQL || pool->check == CONF_CHECK_PGSQL;
 
     if (pool->check_user[0] != '\0' && !has_login)
@@ -393,6 +395,15 @@ conf_check_protocol(struct conf_parse *p, const struct conf_pool *pool,
     else if (strlen(pool->check_database) > CONF_CHECK_NAME_MAX)
         conf_error(p, l->key[kdb], "check_database is longer than %d bytes",
                    CONF_CHECK_NAME_MAX);
+    if (pool->check_grpc_service[0] != '\0' && pool->check != CONF_CHECK_GRPC)
+        conf_error(p, l->key[kservice], "check_grpc_service needs check = grpc");
+    else if (strlen(pool->check_grpc_service) > CONF_CHECK_NAME_MAX)
+        conf_error(p, l->key[kservice], "check_grpc_service is longer than %d bytes",
+                   CONF_CHECK_NAME_MAX);
+    /* https is TLS already; tcp and the databases have no TLS of ours */
+    if (pool->check_tls && pool->check != CONF_CHECK_GRPC)
+        conf_error(p, l->key[ktls], "check_tls = on needs check = grpc (for HTTP over TLS, "
+                   "check = https)");
     if (pool->check_role == CONF_ROLE_ANY || l->bad[krole])
         return;
     if (pool->check != CONF_CHECK_MYSQL && pool->check != CONF_CHECK_REDIS)

@@ -90,7 +90,7 @@ static const char *const conf_log_target_names[] = {
     "stderr", "syslog", NULL
 };
 static const char *const conf_check_names[] = {
-    "none", "tcp", "http", "https", "mysql", "pgsql", "redis", "dns", "udp", NULL
+    "none", "tcp", "http", "https", "mysql", "pgsql", "redis", "dns", "udp", "grpc", NULL
 };
 static const char *const conf_role_names[] = {
     "any", "primary", "replica", NULL
@@ -277,6 +277,8 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_TYPED(struct conf_pool, "check_user", check_user, CONF_TYPE_WORD, "", 0),
     CONF_TYPED(struct conf_pool, "check_database", check_database, CONF_TYPE_WORD, "", 0),
     CONF_ENUM(struct conf_pool, check_role, "any", conf_role_names),
+    CONF_TYPED(struct conf_pool, "check_grpc_service", check_grpc_service, CONF_TYPE_WORD, "", 0),
+    CONF_TYPED(struct conf_pool, "check_tls", check_tls, CONF_TYPE_BOOL, "off", 0),
     CONF_TYPED(struct conf_pool, "check_send_proxy", check_send_proxy, CONF_TYPE_BOOL,
                "off", 0),
     /* the datagram checks, dns and udp (conf_dgram.c) */

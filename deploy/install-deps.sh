@@ -26,11 +26,11 @@
 # missing.
 set -euo pipefail
 
-PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev python3 curl)
+PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev libnghttp2-dev python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
            keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev
-           haproxy nginx libnginx-mod-stream unbound dnsutils dnsperf)
+           haproxy nginx libnginx-mod-stream unbound dnsutils dnsperf python3-grpcio)
 fi
 
 missing=()

@@ -35,7 +35,7 @@
 struct hc_spec {
     uint32_t id;                    /* the caller's key, echoed in results */
     enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis,
-                                       dns, udp */
+                                       dns, udp, grpc */
     struct sockaddr_storage addr;   /* with check_port already applied */
     socklen_t addr_len;
     const char *host;               /* Host header and TLS SNI */
@@ -51,6 +51,8 @@ struct hc_spec {
     const char *user;               /* mysql, pgsql: check_user, "" = none */
     const char *database;           /* pgsql: check_database */
     enum conf_role role;            /* mysql, redis: check_role */
+    const char *grpc_service;       /* grpc: check_grpc_service, "" = all */
+    bool tls;                       /* grpc: check_tls, ALPN h2 */
     enum conf_proxy send_proxy;     /* check_send_proxy: the version of the
                                        PROXY header (v1 UNKNOWN, v2 LOCAL)
                                        that opens every check connection;

@@ -193,6 +193,7 @@ hc_target_free(struct hc_target *tg)
     free((char *)tg->spec.ca);
     free((char *)tg->spec.user);
     free((char *)tg->spec.database);
+    free((char *)tg->spec.grpc_service);
     free((char *)tg->spec.dns_name);
     free((uint8_t *)tg->spec.send);
     free((uint8_t *)tg->spec.expect_bytes);
@@ -266,12 +267,14 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
     tg->spec.ca = strdup(spec->ca);
     tg->spec.user = strdup(spec->user);
     tg->spec.database = strdup(spec->database);
+    tg->spec.grpc_service = strdup(spec->grpc_service != NULL ? spec->grpc_service : "");
     tg->spec.dns_name = strdup(spec->dns_name != NULL ? spec->dns_name : ".");
     tg->spec.send = hc_memdup(spec->send, spec->send_len);
     tg->spec.expect_bytes = hc_memdup(spec->expect_bytes, spec->expect_bytes_len);
     tg->timer = evtimer_new(th->base, hc_target_on_timer, tg);
     if (tg->spec.host == NULL || tg->spec.path == NULL || tg->spec.ca == NULL ||
         tg->spec.user == NULL || tg->spec.database == NULL || tg->spec.dns_name == NULL ||
+        tg->spec.grpc_service == NULL ||
         tg->spec.send == NULL || tg->spec.expect_bytes == NULL || tg->timer == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -290,7 +293,7 @@ hc_target_new(struct hc *hc, struct hc_thread *th, const struct hc_spec *spec,
     tg->request_len = (size_t)n;
     if (hc_target_proxy(tg, err, errlen) == -1)
         goto fail;
-    if (spec->kind == CONF_CHECK_HTTPS) {
+    if (spec->kind == CONF_CHECK_HTTPS || (spec->kind == CONF_CHECK_GRPC && spec->tls)) {
         tg->ssl_ctx = hc_tls_get(hc, spec->verify, spec->ca, err, errlen);
         if (tg->ssl_ctx == NULL)
             goto fail;

@@ -56,6 +56,7 @@
 
 #include "core.h"
 #include "dgram.h"
+#include "grpc.h"
 #include "hc_int.h"
 #include "talk.h"
 
@@ -101,6 +102,7 @@ struct hc_probe {
     bool is_head_done;
     struct hc_talk *talk;           /* mysql, pgsql, redis; else NULL */
     struct hc_dgram *dgram;         /* dns, udp; else NULL */
+    struct hc_grpc *grpc;           /* grpc; else NULL */
     uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
@@ -137,6 +139,7 @@ hc_probe_free(struct hc_probe *p)
     p->tg->probe = NULL;
     free(p->talk);
     free(p->dgram);
+    hc_grpc_free(p->grpc);
     free(p);
 }
 
@@ -269,7 +272,9 @@ hc_probe_time_out(struct hc_probe *p)
                   p->proxy_sent > 0 && p->proxy_sent < p->tg->proxy_len
                       ? "sending the PROXY header"
                   : p->talk != NULL && p->state == HC_PROBE_READING
-                      ? hc_talk_waiting_for(p->talk) : hc_probe_waiting_for[p->state]);
+                      ? hc_talk_waiting_for(p->talk)
+                  : p->grpc != NULL ? hc_grpc_waiting_for(p->grpc)
+                  : hc_probe_waiting_for[p->state]);
 }
 
 static void
@@ -465,6 +470,8 @@ hc_probe_tls_begin(struct hc_probe *p)
         SSL_set_tlsext_host_name(p->ssl, tg->sni);
     if (tg->spec.verify && tg->sni[0] != '\0')
         SSL_set1_host(p->ssl, tg->sni);     /* the name must match, too */
+    if (tg->spec.kind == CONF_CHECK_GRPC)
+        SSL_set_alpn_protos(p->ssl, (const unsigned char *)"\x02h2", 3);
     SSL_set_connect_state(p->ssl);
     return 0;
 }
@@ -729,6 +736,114 @@ hc_probe_talk_begin(struct hc_probe *p)
     hc_probe_talk_next(p, hc_talk_begin(p->talk, sp->kind, sp->user, sp->database, sp->role));
 }
 
+/* ----------------------------------------------------------------- grpc */
+
+/* One write of buf, plain (behind the PROXY header) or TLS: the bytes
+ * sent, or -1 when the socket is full (wait for its next edge) or the
+ * probe ended: either way the caller returns. */
+static ssize_t
+hc_probe_write(struct hc_probe *p, const void *buf, size_t len)
+{
+    char ebuf[96];
+    ssize_t n;
+    int rc;
+
+    if (p->ssl != NULL) {
+        ERR_clear_error();
+        rc = SSL_write(p->ssl, buf, (int)len);
+        if (rc <= 0) {
+            hc_probe_tls_want(p, rc, "TLS write");
+            return -1;
+        }
+        return rc;
+    }
+    n = hc_probe_send(p, buf, len);
+    if (n >= 0)
+        return n;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+    return -1;
+}
+
+/* The verdict: a GOAWAY goes if the socket takes it at once, so that the
+ * server sees a client leaving. */
+static void
+hc_probe_grpc_end(struct hc_probe *p, bool passed, const char *detail)
+{
+    const uint8_t *out;
+    size_t len;
+
+    hc_grpc_goodbye(p->grpc);
+    len = hc_grpc_output(p->grpc, &out);
+    if (len > 0 && p->ssl != NULL) {
+        (void)SSL_write(p->ssl, out, (int)len);
+        ERR_clear_error();
+    } else if (len > 0) {
+        (void)send(p->fd, out, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    hc_probe_done(p, passed, "%s", detail);
+}
+
+/* Sends what the conversation has to send, reads what the server sent,
+ * until the verdict or the socket's next edge. */
+static void
+hc_probe_grpc_pump(struct hc_probe *p)
+{
+    uint8_t buf[4096];
+    const uint8_t *out;
+    const char *detail;
+    bool passed;
+    size_t len;
+    ssize_t n;
+
+    for (;;) {
+        p->state = HC_PROBE_SENDING;
+        while (!hc_grpc_verdict(p->grpc, &passed, &detail) &&
+               (len = hc_grpc_output(p->grpc, &out)) > 0) {
+            n = hc_probe_write(p, out, len);
+            if (n < 0)
+                return;
+            hc_grpc_sent(p->grpc, (size_t)n);
+        }
+        if (hc_grpc_verdict(p->grpc, &passed, &detail)) {
+            hc_probe_grpc_end(p, passed, detail);
+            return;
+        }
+        p->state = HC_PROBE_READING;
+        n = hc_probe_recv(p, (char *)buf, sizeof(buf));
+        if (n < 0)
+            return;
+        if (n == 0)
+            hc_grpc_closed(p->grpc);
+        else
+            hc_grpc_feed(p->grpc, buf, (size_t)n);
+    }
+}
+
+/* After the connect (h2c) or the handshake (check_tls: h2 must have been
+ * chosen by ALPN, gRPC's rule). */
+static void
+hc_probe_grpc_begin(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+    const unsigned char *alpn = NULL;
+    unsigned alpn_len = 0;
+
+    if (p->ssl != NULL) {
+        SSL_get0_alpn_selected(p->ssl, &alpn, &alpn_len);
+        if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
+            hc_probe_done(p, false, "TLS: the server did not choose h2 by ALPN");
+            return;
+        }
+    }
+    p->grpc = hc_grpc_new(sp->host, sp->grpc_service, p->ssl != NULL);
+    if (p->grpc == NULL) {
+        hc_probe_done(p, false, "internal error: out of memory");
+        return;
+    }
+    hc_probe_grpc_pump(p);
+}
+
 /* Moves the probe on from its current state as far as the socket allows. */
 static void
 hc_probe_step(struct hc_probe *p)
@@ -743,18 +858,24 @@ hc_probe_step(struct hc_probe *p)
         /* Before a handshake or a close, which are not the prober's bytes;
          * a wait leaves the state as it is, and the next edge comes back
          * here. */
-        if ((tg->spec.kind == CONF_CHECK_TCP || tg->spec.kind == CONF_CHECK_HTTPS) &&
+        if ((tg->spec.kind == CONF_CHECK_TCP || tg->spec.kind == CONF_CHECK_HTTPS ||
+             tg->spec.kind == CONF_CHECK_GRPC) &&
             hc_probe_send_proxy(p) != 0)
             return;
         if (tg->spec.kind == CONF_CHECK_TCP) {
             hc_probe_done(p, true, "connected");
             return;
         }
-        if (tg->spec.kind != CONF_CHECK_HTTP && tg->spec.kind != CONF_CHECK_HTTPS) {
+        if (tg->spec.kind == CONF_CHECK_GRPC && !tg->spec.tls) {
+            hc_probe_grpc_begin(p);
+            return;
+        }
+        if (tg->spec.kind != CONF_CHECK_HTTP && tg->spec.kind != CONF_CHECK_HTTPS &&
+            tg->spec.kind != CONF_CHECK_GRPC) {
             hc_probe_talk_begin(p);
             return;
         }
-        if (tg->spec.kind == CONF_CHECK_HTTPS) {
+        if (tg->ssl_ctx != NULL) {
             if (hc_probe_tls_begin(p) == -1)
                 return;
             p->state = HC_PROBE_TLS_HANDSHAKE;
@@ -771,11 +892,19 @@ hc_probe_step(struct hc_probe *p)
             hc_probe_tls_want(p, rc, "TLS handshake failed");
             return;
         }
+        if (tg->spec.kind == CONF_CHECK_GRPC) {
+            hc_probe_grpc_begin(p);
+            return;
+        }
         p->state = HC_PROBE_SENDING;
         hc_probe_step(p);
         return;
 
     case HC_PROBE_SENDING:
+        if (p->grpc != NULL) {
+            hc_probe_grpc_pump(p);
+            return;
+        }
         if (p->talk != NULL) {
             hc_probe_talk_send(p);
             return;
@@ -809,7 +938,9 @@ hc_probe_step(struct hc_probe *p)
         return;
 
     case HC_PROBE_READING:
-        if (p->talk != NULL)
+        if (p->grpc != NULL)
+            hc_probe_grpc_pump(p);
+        else if (p->talk != NULL)
             hc_probe_talk_read(p);
         else
             hc_probe_read_status(p);

@@ -67,6 +67,8 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->user = pc->check_user;
     spec->database = pc->check_database;
     spec->role = pc->check_role;
+    spec->grpc_service = pc->check_grpc_service;
+    spec->tls = pc->check_tls;
     spec->dns_name = pc->check_dns_name;
     spec->dns_type = pc->check_dns_type;
     spec->dns_rcodes = pc->check_dns_rcodes;

@@ -280,7 +280,7 @@ test_load_errors(void)
     /* a rejected check is one message, not one per key */
     EXPECT_ERRORS(FRONTEND POOL "check = dnss\ncheck_dns_type = A\n",
                   "t.ini:6: check: \"dnss\" is not one of none, tcp, http, https, mysql, pgsql, "
-                  "redis, dns or udp\n");
+                  "redis, dns, udp or grpc\n");
 }
 
 int

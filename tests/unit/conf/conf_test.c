@@ -575,7 +575,7 @@ test_values(void)
                   "@:7: idle_timeout: 25h is out of range (1ms..24h)\n"
                   "@:8: retries: \"-1\" is not a number\n"
                   "@:9: check: \"icmp\" is not one of none, tcp, http, https, "
-                  "mysql, pgsql, redis, dns or udp\n"
+                  "mysql, pgsql, redis, dns, udp or grpc\n"
                   "@:10: check_path: \"health\" is not a path (it starts "
                   "with / and has no spaces)\n"
                   "@:11: check_host: \"a b\" must not contain spaces\n"

@@ -58,7 +58,7 @@ test_modules(void)
     CHECK_NAMES(conf_log_level_name, enum conf_log_level, "debug", "info", "warn", "error",
                 "unknown");
     CHECK_NAMES(conf_check_name, enum conf_check, "none", "tcp", "http", "https", "mysql",
-                "pgsql", "redis", "dns", "udp", "unknown");
+                "pgsql", "redis", "dns", "udp", "grpc", "unknown");
     CHECK_NAMES(conf_role_name, enum conf_role, "any", "primary", "replica", "unknown");
     CHECK_NAMES(conf_source_name, enum conf_source, "config", "dns", "api", "unknown");
 }
