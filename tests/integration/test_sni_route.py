@@ -622,7 +622,9 @@ class SniUnroutableTest(LbTestCase):
         return cport
 
     def assert_logged(self, fe, cport, reason, action):
-        ev = self.lb_.wait_event("sni_unroutable", client=f"{HOST}:{cport}")
+        # By frontend too: the kernel may give a client of another frontend
+        # the same ephemeral port (each destination has its own sequence).
+        ev = self.lb_.wait_event("sni_unroutable", frontend=fe, client=f"{HOST}:{cport}")
         self.assertEqual(len(ev), 1, ev)
         self.assertEqual((ev[0].get("level"), ev[0].get("frontend"), ev[0].get("reason"),
                           ev[0].get("action")), ("warn", fe, reason, action), ev[0])
