@@ -247,6 +247,43 @@ enum bal_beat {
 /* "off", "pass", "warn", "fail": for logs and JSON. */
 const char *bal_beat_name(enum bal_beat b);
 
+/* A server's agent (agent_port, HAProxy's agent-check): the server's own
+ * word on itself, as its agent last gave it (an agent that cannot be
+ * reached, or that says what it may not, changes nothing: the caller keeps
+ * the last verdict). Like the heartbeat it only ever lowers. */
+enum bal_agent {
+    BAL_AGENT_OFF = 0,          /* no agent, or no state word from it yet */
+    BAL_AGENT_UP,               /* "up" or "ready": lifts only the agent's
+                                   own earlier word, never a failing probe
+                                   or heartbeat (haproxy/haproxy#1176) */
+    BAL_AGENT_DOWN,             /* failing, as a failing probe: out, and
+                                   the guard may hold it */
+    BAL_AGENT_DRAIN,            /* out, open connections finish (as an
+                                   operator's drain): never held */
+    BAL_AGENT_MAINT,            /* out, connections closed (as an
+                                   operator's disable): never held */
+};
+
+/* What the agent said last. A zeroed one is no agent: BAL_AGENT_OFF at
+ * full share. */
+struct bal_agent_verdict {
+    enum bal_agent state;
+    bool has_share;             /* it gave an N%; false: full share */
+    uint32_t share;             /* with has_share: N% of its weight, in
+                                   BAL_SHARE_FULL parts (N * 10), at most
+                                   BAL_SHARE_FULL. 0 (0%) takes it out as
+                                   an operator's weight 0 does: it drains,
+                                   never held (HAProxy shows DRAIN) */
+};
+
+/* "off", "up", "down", "drain", "maint": for logs and JSON. */
+const char *bal_agent_name(enum bal_agent a);
+
+/* Out by its agent's own decision: drain, maint or 0%. As an operator's
+ * input: never held by the guard nor counted for its floor, never
+ * warm-held. Its "down" is a failure instead, which the guard may hold. */
+bool bal_agent_is_out(const struct bal_agent_verdict *a);
+
 /* What made the caller ask for a decision. */
 enum bal_cause {
     BAL_CAUSE_BUILD = 0,        /* a generation was built: start or reload */
@@ -255,6 +292,8 @@ enum bal_cause {
                                    enable, drain, disable, weight, delete */
     BAL_CAUSE_BEAT,             /* server `cause`'s heartbeat changed */
     BAL_CAUSE_TIME,             /* time passed: slow-start ramps move on */
+    BAL_CAUSE_AGENT,            /* server `cause`'s agent said something
+                                   else than before */
 };
 
 /* Why a server moved; the caller turns it into its log text. */
@@ -269,6 +308,8 @@ enum bal_why {
     BAL_WHY_BEAT,               /* its heartbeat (failed, expired, back) */
     BAL_WHY_GUARD_HOLD,         /* failing, held in by min_servers */
     BAL_WHY_GUARD_RELEASE,      /* failing, let go by min_servers */
+    BAL_WHY_AGENT,              /* its agent (down, drain, maint, 0%, or
+                                   back) */
 };
 
 struct bal_member {
@@ -293,6 +334,7 @@ struct bal_member {
     bool is_cause;              /* its input changed too, besides the
                                    member `cause` names (many heartbeats
                                    expiring in one tick: one decision) */
+    struct bal_agent_verdict agent;     /* zeroed: no agent */
 
     /* outputs */
     bool in_rotation;
@@ -300,7 +342,8 @@ struct bal_member {
     bool is_warning;            /* in rotation at warn_share: its probe
                                    or its heartbeat says warning */
     uint32_t share;             /* of its weight, BAL_SHARE_FULL parts: warn
-                                   share, times the ramp; 0 when out */
+                                   share, times the agent's, times the
+                                   ramp; 0 when out */
     enum bal_why why;           /* why in_rotation differs from before */
     bool is_warm_held;          /* removed, kept in rotation: the pool
                                    still waits for new servers' first
@@ -345,6 +388,13 @@ enum bal_state {
 };
 enum bal_state bal_state_of(bool in_rotation, const struct bal_operator *op,
                             uint32_t active);
+/* The same with the server's agent: its maint reads disabled (its
+ * connections are closed, as a disable's), its drain or 0% draining (as
+ * an operator's drain or weight 0), its down as a failing probe (down,
+ * draining while connections are open). bal_state_of is this with no
+ * agent. */
+enum bal_state bal_state_of_agent(bool in_rotation, const struct bal_operator *op,
+                                  const struct bal_agent_verdict *agent, uint32_t active);
 const char *bal_state_name(enum bal_state s);
 const char *bal_admin_name(enum bal_admin a);
 

@@ -6,58 +6,84 @@
  * One server, before the guard. "operator" is out when any of its
  * operator's inputs says so (bal_operator_is_out): admin drain or disable,
  * weight 0, or deleted through the API; each is kept as it was last set,
- * so the last of them to be undone brings the server back:
+ * so the last of them to be undone brings the server back. "agent" is
+ * what its agent last said (struct bal_agent_verdict): out for drain,
+ * maint or 0% (bal_agent_is_out), down, or in (off: no agent or no state
+ * word yet; up or ready; with any share above 0%):
  *
- *   removed  operator   health       heartbeat  -> in rotation
- *   yes      in         any          any        -> while the pool warms and
- *                                                  the caller allows it
- *                                                  (may_warm_hold): as it
- *                                                  was; then no, drains
- *   yes      out        any          any        -> no, drains (why: removed)
- *   no       out        any          any        -> no (why: admin when it
- *                                                  moved); drains, a
- *                                                  disable closes at once
- *   no       in         pending      any        -> no: a server a reload
- *                                                  added waits for its
- *                                                  first pass
- *   no       in         down         any        -> no, unless the guard
- *                                                  holds it
- *   no       in         starting/up/ fail or    -> no, unless the guard
- *                       warning      expired       holds it
- *   no       in         starting/up/ off, pass, -> yes; warning (at
- *                       warning      warn          warn_share of its weight)
- *                                                  when the health or the
- *                                                  heartbeat says warning
+ *   removed  operator agent  health       heartbeat  -> in rotation
+ *   yes      in       in     any          any        -> while the pool warms
+ *                                                       and the caller allows
+ *                                                       it (may_warm_hold):
+ *                                                       as it was; then no,
+ *                                                       drains
+ *   yes      out      any    any          any        -> no, drains (why:
+ *                                                       removed)
+ *   yes      in       out    any          any        -> no, drains (why:
+ *                                                       removed)
+ *   no       out      any    any          any        -> no (why: admin when
+ *                                                       it moved); drains, a
+ *                                                       disable closes at
+ *                                                       once
+ *   no       in       out    any          any        -> no (why: agent when
+ *                                                       it moved); drains, a
+ *                                                       maint closes at once
+ *   no       in       in or  pending      any        -> no: a server a reload
+ *                     down                              added waits for its
+ *                                                       first pass
+ *   no       in       in or  down         any        -> no, unless the guard
+ *                     down                              holds it
+ *   no       in       in or  starting/up/ fail or    -> no, unless the guard
+ *                     down   warning      expired       holds it
+ *   no       in       down   starting/up/ off, pass, -> no, unless the guard
+ *                            warning      warn          holds it
+ *   no       in       in     starting/up/ off, pass, -> yes; warning (at
+ *                            warning      warn          warn_share of its
+ *                                                       weight) when the
+ *                                                       health or the
+ *                                                       heartbeat says
+ *                                                       warning
  *
- * A heartbeat only ever lowers: a fresh "pass" never brings back a server
- * whose probe fails.
+ * A heartbeat and an agent only ever lower: a fresh "pass", an agent's
+ * "up" or "ready", never brings back a server whose probe fails (the
+ * agent's "up" kept HAProxy's servers in after their L4 check failed,
+ * haproxy/haproxy#1176); "up" only lifts the agent's own earlier word.
  *
- * What an operator reads (bal_state_of), from the decision and the inputs:
+ * What an operator reads (bal_state_of_agent; bal_state_of is it with no
+ * agent), from the decision and the inputs:
  *   in rotation (guarded too)                     -> up
- *   out, admin disable (whatever else)            -> disabled
- *   out, admin drain, weight 0 or deleted         -> draining (HAProxy's
- *                                                    DRAIN, also for its
+ *   out, admin disable or agent maint (whatever   -> disabled (HAProxy's
+ *   else)                                            MAINT: closed)
+ *   out, admin drain, weight 0, deleted, agent    -> draining (HAProxy's
+ *   drain or agent 0%                                DRAIN, also for its
  *                                                    weight 0)
- *   out by health, connections open               -> draining
- *   out by health, none open                      -> down
+ *   out by health, heartbeat or agent down,       -> draining
+ *   connections open
+ *   out by health, heartbeat or agent down,       -> down
+ *   none open
  *
  * Slow start: a server that enters rotation because of its health, an
- * operator or its heartbeat (not at start, nor by the guard) ramps its
- * share from BAL_RAMP_MIN to full, linearly over slow_start_ms; the share
- * is the ramp's times the warn share. BAL_CAUSE_TIME decisions move the
- * ramps on and change nothing else.
+ * operator, its heartbeat or its agent (not at start, nor by the guard)
+ * ramps its share from BAL_RAMP_MIN to full, linearly over slow_start_ms;
+ * the share is the ramp's times the warn share times the agent's N%.
+ * BAL_CAUSE_TIME decisions move the ramps on and change nothing else.
  *
  * The guard: when fewer servers than the floor are in, failing servers
- * (operator in, health down, not removed) are held in rotation to make up
- * the difference, the least bad first:
+ * (operator in, agent not out, health down, heartbeat or agent "down",
+ * not removed) are held in rotation to make up the difference, the least
+ * bad first:
  *   1. those already held, so that a held server is never swapped for
  *      another (no flapping at the floor);
  *   2. then those whose failure began last, so the first to fail leave
  *      first.
- * Servers taken out by an operator (drain, disable, weight 0, delete),
- * pending or removed are never held, nor counted towards the floor: an
- * operator who takes a server out means it, and a server that never
- * passed has nothing to serve with. Every call recomputes the whole pool,
+ * Servers taken out by an operator (drain, disable, weight 0, delete) or
+ * by their agent (drain, maint, 0%), pending or removed are never held,
+ * nor counted towards the floor: an operator who takes a server out means
+ * it, so does a server that asks out through its agent (a deploy, a
+ * maintenance), and a server that never passed has nothing to serve with.
+ * An agent's "down" is a failure instead, held like a failing probe: a bug
+ * in an agent that every server runs would otherwise empty the pool at
+ * once, which is what the guard is for. Every call recomputes the whole pool,
  * so a recovery anywhere releases held servers as soon as the floor
  * allows.
  *
@@ -65,16 +91,17 @@
  * their first probes pass the pool would have none to serve with (a
  * blue/green switch would refuse every client for a probe's time). So while
  * any server of the pool is pending (under health control, first probe not
- * back), the removed servers that were in rotation, and that no operator
- * took out, stay there; the caller bounds that in time through
+ * back, not asked out by its agent), the removed servers that were in
+ * rotation, and that neither an operator nor their agent took out, stay
+ * there; the caller bounds that in time through
  * may_warm_hold. Envoy warms a new cluster the same way before it takes
  * traffic.
  *
  * Why a server moved: a removed one, "removed" (none while warm-held); at a build (start or
  * reload), "reload" (or "placed" for its first decision, which is not a
- * change); the server whose input changed, that input ("health" or
- * "admin"); any other server moves only because the guard held or let go
- * of it.
+ * change); the server whose input changed, that input ("health", "admin",
+ * "beat" or "agent"); any other server moves only because the guard held
+ * or let go of it.
  */
 #include "bal.h"
 #include "lb_enum.h"
@@ -99,7 +126,16 @@ static const char *const bal_beat_names[] = {
     [BAL_BEAT_FAIL] = "fail",
 };
 
+static const char *const bal_agent_names[] = {
+    [BAL_AGENT_OFF] = "off",
+    [BAL_AGENT_UP] = "up",
+    [BAL_AGENT_DOWN] = "down",
+    [BAL_AGENT_DRAIN] = "drain",
+    [BAL_AGENT_MAINT] = "maint",
+};
+
 LB_ENUM_NAME(bal_beat_name, enum bal_beat, bal_beat_names, "unknown")
+LB_ENUM_NAME(bal_agent_name, enum bal_agent, bal_agent_names, "unknown")
 
 uint32_t
 bal_guard_floor(uint32_t min_servers, bool is_percent, size_t nservers)
@@ -118,7 +154,8 @@ static bool
 bal_member_is_healthy(const struct bal_member *m)
 {
     return (m->health == BAL_HEALTH_STARTING || m->health == BAL_HEALTH_UP ||
-            m->health == BAL_HEALTH_WARNING) && m->beat != BAL_BEAT_FAIL;
+            m->health == BAL_HEALTH_WARNING) && m->beat != BAL_BEAT_FAIL &&
+           m->agent.state != BAL_AGENT_DOWN;
 }
 
 bool
@@ -127,14 +164,27 @@ bal_operator_is_out(const struct bal_operator *op)
     return op->admin != BAL_ADMIN_NONE || op->weight == 0 || op->is_api_removed;
 }
 
-/* Under health control: neither removed, nor taken out by an operator, nor
- * waiting for its first probe. Only these count for, or are held by, the
- * guard. */
+bool
+bal_agent_is_out(const struct bal_agent_verdict *a)
+{
+    return a->state == BAL_AGENT_DRAIN || a->state == BAL_AGENT_MAINT ||
+           (a->has_share && a->share == 0);
+}
+
+/* Out by a decision, the operator's or the server's own through its agent,
+ * rather than by a failure. */
+static bool
+bal_member_is_asked_out(const struct bal_member *m)
+{
+    return bal_operator_is_out(&m->op) || bal_agent_is_out(&m->agent);
+}
+
+/* Under health control: neither removed, nor asked out, nor waiting for
+ * its first probe. Only these count for, or are held by, the guard. */
 static bool
 bal_member_is_eligible(const struct bal_member *m)
 {
-    return !m->is_removed && !bal_operator_is_out(&m->op) &&
-           m->health != BAL_HEALTH_PENDING;
+    return !m->is_removed && !bal_member_is_asked_out(m) && m->health != BAL_HEALTH_PENDING;
 }
 
 /* true when a should be held before b */
@@ -191,24 +241,31 @@ bal_member_why(const struct bal_member *m, bool is_cause, enum bal_cause kind)
         return BAL_WHY_RELOAD;
     if (is_cause)
         return kind == BAL_CAUSE_HEALTH ? BAL_WHY_HEALTH
-             : kind == BAL_CAUSE_ADMIN ? BAL_WHY_ADMIN : BAL_WHY_BEAT;
+             : kind == BAL_CAUSE_ADMIN ? BAL_WHY_ADMIN
+             : kind == BAL_CAUSE_AGENT ? BAL_WHY_AGENT : BAL_WHY_BEAT;
     return m->in_rotation ? BAL_WHY_GUARD_HOLD : BAL_WHY_GUARD_RELEASE;
 }
 
 /* The share of its weight a server in rotation gets: the warn share while
- * warning, times where its slow start is. Moves ramp_since_ms: set when
- * the server enters rotation by its own inputs, cleared at the ramp's end
- * or out of rotation. */
+ * warning, times its agent's N% (held or warm-held too: it is the
+ * server's word on what it can take), times where its slow start is.
+ * Moves ramp_since_ms: set when the server enters rotation by its own
+ * inputs, cleared at the ramp's end or out of rotation. */
 static uint32_t
 bal_member_share(struct bal_member *m)
 {
     uint64_t base = m->is_warning ? m->warn_share : BAL_SHARE_FULL, elapsed, ramp;
 
+    if (m->agent.has_share)
+        base = base * (m->agent.share < BAL_SHARE_FULL ? m->agent.share : BAL_SHARE_FULL) /
+               BAL_SHARE_FULL;
+
     if (!m->in_rotation || m->slow_start_ms == 0) {
         m->ramp_since_ms = 0;
         return m->in_rotation ? (uint32_t)(base > 0 ? base : 1) : 0;
     }
-    if (m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN || m->why == BAL_WHY_BEAT)
+    if (m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN || m->why == BAL_WHY_BEAT ||
+        m->why == BAL_WHY_AGENT)
         m->ramp_since_ms = m->now_ms > 0 ? m->now_ms : 1;
     if (m->ramp_since_ms == 0)
         return (uint32_t)(base > 0 ? base : 1);
@@ -231,8 +288,11 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
     size_t in = 0;
     bool is_warming = false;
 
+    /* a pending server its agent asks out will not serve: no reason to
+     * keep the pool warming for it */
     for (size_t i = 0; i < n && !is_warming; i++)
-        is_warming = !m[i].is_removed && bal_is_warming(m[i].health, &m[i].op);
+        is_warming = !m[i].is_removed && bal_is_warming(m[i].health, &m[i].op) &&
+                     !bal_agent_is_out(&m[i].agent);
     for (size_t i = 0; i < n; i++) {
         m[i].in_rotation = bal_member_is_eligible(&m[i]) && bal_member_is_healthy(&m[i]);
         m[i].is_guarded = false;
@@ -250,7 +310,7 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         struct bal_member *s = &m[i];
 
         s->is_warm_held = is_warming && s->is_removed && s->may_warm_hold &&
-                          s->was_in_rotation && !bal_operator_is_out(&s->op);
+                          s->was_in_rotation && !bal_member_is_asked_out(s);
         s->in_rotation |= s->is_warm_held;
         in += s->is_warm_held;
     }
@@ -267,22 +327,27 @@ bal_rotation_decide(struct bal_member *m, size_t n, uint32_t floor,
         /* A removed server's guard ends with it, silently. */
         s->guard_held = s->is_guarded && !s->was_guarded;
         s->guard_released = s->was_guarded && !s->is_guarded && !s->is_removed;
-        /* Out of rotation: its connections drain (disable: closed at once).
-         * An operator's disable of a server already out closes them too. */
+        /* Out of rotation: its connections drain (disable, an agent's
+         * maint: closed at once). An operator's disable, or an agent's
+         * maint, of a server already out closes them too. */
         s->drain_restart = (s->is_removed && !s->is_warm_held) ||
                            (!s->in_rotation && s->why != BAL_WHY_NONE &&
                             s->why != BAL_WHY_PLACED) ||
                            (!s->in_rotation && is_cause && kind == BAL_CAUSE_ADMIN &&
-                            s->op.admin == BAL_ADMIN_DISABLE);
-        s->drain_ms = !s->is_removed && s->op.admin == BAL_ADMIN_DISABLE ? 0
-                                                                        : s->drain_timeout_ms;
+                            s->op.admin == BAL_ADMIN_DISABLE) ||
+                           (!s->in_rotation && is_cause && kind == BAL_CAUSE_AGENT &&
+                            s->agent.state == BAL_AGENT_MAINT);
+        s->drain_ms = !s->is_removed && (s->op.admin == BAL_ADMIN_DISABLE ||
+                                         s->agent.state == BAL_AGENT_MAINT)
+                          ? 0 : s->drain_timeout_ms;
         s->drain_clear = s->in_rotation && !s->was_in_rotation;
     }
     return in;
 }
 
 enum bal_state
-bal_state_of(bool in_rotation, const struct bal_operator *op, uint32_t active)
+bal_state_of_agent(bool in_rotation, const struct bal_operator *op,
+                   const struct bal_agent_verdict *agent, uint32_t active)
 {
     if (in_rotation)
         return BAL_STATE_UP;
@@ -290,12 +355,22 @@ bal_state_of(bool in_rotation, const struct bal_operator *op, uint32_t active)
      * HAProxy's MAINT and DRAIN are: disabled also for the milliseconds
      * its connections take to close, draining also once the last one
      * ended (the server takes none until enabled, given a weight or
-     * gone). Disable wins: its connections are closed, not drained. */
-    if (op->admin == BAL_ADMIN_DISABLE)
+     * gone). Disable wins: its connections are closed, not drained. An
+     * agent's maint and drain read the same, for the same reasons: no new
+     * state name for what closes or drains alike. */
+    if (op->admin == BAL_ADMIN_DISABLE || agent->state == BAL_AGENT_MAINT)
         return BAL_STATE_DISABLED;
-    if (bal_operator_is_out(op) || active > 0)
+    if (bal_operator_is_out(op) || bal_agent_is_out(agent) || active > 0)
         return BAL_STATE_DRAINING;
     return BAL_STATE_DOWN;
+}
+
+enum bal_state
+bal_state_of(bool in_rotation, const struct bal_operator *op, uint32_t active)
+{
+    static const struct bal_agent_verdict no_agent = { .state = BAL_AGENT_OFF };
+
+    return bal_state_of_agent(in_rotation, op, &no_agent, active);
 }
 
 LB_ENUM_NAME(bal_state_name, enum bal_state, bal_state_names, "unknown")

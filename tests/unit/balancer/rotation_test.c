@@ -1,5 +1,7 @@
-/* Tests balancer/rotation.c: one server's truth table, the minimum-pool
- * guard over a pool, the floor, the operator's state, the drain deadline. */
+/* Tests balancer/rotation.c: one server's truth table (its agent's column
+ * included), the minimum-pool guard over a pool (with agents that fail or
+ * ask out), the floor, the operator's state, the drain deadline, the share
+ * (warn, agent, slow start). */
 #include <stdint.h>
 
 #include "bal.h"
@@ -24,12 +26,23 @@ enum cause_case {
     CC_ADMIN_SELF,              /* an operator acted on this server */
     CC_HEALTH_OTHER,            /* the other server's health verdict */
     CC_BEAT_SELF,               /* this server's heartbeat changed */
+    CC_AGENT_SELF,              /* this server's agent said something new */
     CC_COUNT
 };
 
 static const char *const cause_names[] = { "build", "health-self", "admin-self",
-                                           "health-other", "beat-self" };
+                                           "health-other", "beat-self", "agent-self" };
 static const char *const beat_names[] = { "off", "pass", "warn", "fail" };
+
+/* The agent's N%: none given, 50%, 0%. */
+enum agent_share_case {
+    AS_NONE = 0,
+    AS_HALF,
+    AS_ZERO,
+    AS_COUNT
+};
+
+static const char *const agent_share_names[] = { "none", "50%", "0%" };
 
 #define WARN_SHARE 250u
 
@@ -40,6 +53,8 @@ struct combo {
     bool is_removed, is_new, was_in, was_guarded;
     enum cause_case cause;
     enum bal_beat beat;
+    enum bal_agent agent;
+    enum agent_share_case agent_share;
     bool in;                    /* expected in_rotation, once known */
 };
 
@@ -51,10 +66,12 @@ struct combo {
 
 struct rule {
     unsigned health, admin, is_zero_weight, is_api_removed, is_removed, is_new, was_in,
-             was_guarded, cause, in, beat;
+             was_guarded, cause, in, beat, agent, agent_share;
     long long out;
 };
 #define B(b) (1u << (b))
+#define G(g) (1u << (g))        /* agent */
+#define AS(a) (1u << (a))       /* agent_share */
 
 /* In rotation (floor 0: nobody is held). */
 static const struct rule in_rules[] = {
@@ -62,9 +79,14 @@ static const struct rule in_rules[] = {
     { .admin = A(BAL_ADMIN_DRAIN) | A(BAL_ADMIN_DISABLE), .out = 0 },
     { .is_zero_weight = YES, .out = 0 },                        /* drains */
     { .is_api_removed = YES, .out = 0 },                        /* deleted */
+    { .agent = G(BAL_AGENT_DRAIN) | G(BAL_AGENT_MAINT), .out = 0 }, /* asks out */
+    { .agent_share = AS(AS_ZERO), .out = 0 },                   /* as weight 0 */
     { .health = H(BAL_HEALTH_PENDING), .out = 0 },              /* no pass yet */
-    { .health = H(BAL_HEALTH_DOWN), .out = 0 },
+    { .health = H(BAL_HEALTH_DOWN), .out = 0 },                 /* whatever the
+                                                                   agent says:
+                                                                   haproxy#1176 */
     { .beat = B(BAL_BEAT_FAIL), .out = 0 },                     /* only lowers */
+    { .agent = G(BAL_AGENT_DOWN), .out = 0 },                   /* only lowers */
     { .health = H(BAL_HEALTH_STARTING) | H(BAL_HEALTH_UP) | H(BAL_HEALTH_WARNING), .out = 1 },
 };
 
@@ -89,6 +111,7 @@ static const struct rule why_rules[] = {
     { .cause = C(CC_HEALTH_SELF), .out = BAL_WHY_HEALTH },
     { .cause = C(CC_ADMIN_SELF), .out = BAL_WHY_ADMIN },
     { .cause = C(CC_BEAT_SELF), .out = BAL_WHY_BEAT },
+    { .cause = C(CC_AGENT_SELF), .out = BAL_WHY_AGENT },
     /* another server's change moves this one only through the guard */
     { .cause = C(CC_HEALTH_OTHER), .in = YES, .out = BAL_WHY_GUARD_HOLD },
     { .cause = C(CC_HEALTH_OTHER), .in = NO, .out = BAL_WHY_GUARD_RELEASE },
@@ -96,12 +119,13 @@ static const struct rule why_rules[] = {
 
 /* Its connections are to be closed drain_ms from now: removed; left
  * rotation (a new server's first place is no leaving); an operator's
- * disable, even of a server already out. */
+ * disable or an agent's maint, even of a server already out. */
 static const struct rule restart_rules[] = {
     { .is_removed = YES, .out = 1 },
     { .in = YES, .out = 0 },
     { .was_in = YES, .is_new = NO, .out = 1 },
     { .cause = C(CC_ADMIN_SELF), .admin = A(BAL_ADMIN_DISABLE), .out = 1 },
+    { .cause = C(CC_AGENT_SELF), .agent = G(BAL_AGENT_MAINT), .out = 1 },
     { .out = 0 },
 };
 
@@ -111,9 +135,11 @@ static const struct rule clear_rules[] = {
     { .out = 0 },
 };
 
-/* Disable closes at once; a removed server drains whatever its admin. */
+/* Disable and an agent's maint close at once; a removed server drains
+ * whatever its admin or agent. */
 static const struct rule drain_ms_rules[] = {
     { .is_removed = NO, .admin = A(BAL_ADMIN_DISABLE), .out = 0 },
+    { .is_removed = NO, .agent = G(BAL_AGENT_MAINT), .out = 0 },
     { .out = DRAIN_MS },
 };
 
@@ -125,11 +151,15 @@ static const struct rule warning_rules[] = {
     { .out = 0 },
 };
 
-/* No slow start here: the share is the warn share while warning. */
+/* No slow start here: the share is the warn share while warning, times
+ * the agent's N% (in rotation, never 0%). */
 static const struct rule share_rules[] = {
     { .in = NO, .out = 0 },
+    { .health = H(BAL_HEALTH_WARNING), .agent_share = AS(AS_HALF), .out = WARN_SHARE / 2 },
     { .health = H(BAL_HEALTH_WARNING), .out = WARN_SHARE },
+    { .beat = B(BAL_BEAT_WARN), .agent_share = AS(AS_HALF), .out = WARN_SHARE / 2 },
     { .beat = B(BAL_BEAT_WARN), .out = WARN_SHARE },
+    { .agent_share = AS(AS_HALF), .out = BAL_SHARE_FULL / 2 },
     { .out = BAL_SHARE_FULL },
 };
 
@@ -149,17 +179,19 @@ rule_matches(const struct rule *r, const struct combo *c)
            field_matches(r->was_in, c->was_in) &&
            field_matches(r->was_guarded, c->was_guarded) &&
            field_matches(r->cause, c->cause) && field_matches(r->in, c->in) &&
-           field_matches(r->beat, c->beat);
+           field_matches(r->beat, c->beat) && field_matches(r->agent, c->agent) &&
+           field_matches(r->agent_share, c->agent_share);
 }
 
 static void
 print_combo(const struct combo *c, size_t pos)
 {
     fprintf(stderr, "  [health=%s admin=%s weight=%u api_removed=%d removed=%d new=%d "
-            "was_in=%d was_guarded=%d cause=%s beat=%s at index %zu]\n",
+            "was_in=%d was_guarded=%d cause=%s beat=%s agent=%s agent_share=%s at index %zu]\n",
             bal_health_state_name(c->health), bal_admin_name(c->admin),
             c->is_zero_weight ? 0 : WEIGHT, c->is_api_removed, c->is_removed, c->is_new,
-            c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat], pos);
+            c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat],
+            bal_agent_name(c->agent), agent_share_names[c->agent_share], pos);
 }
 
 static long long
@@ -205,6 +237,8 @@ check_combo(struct combo *c, size_t pos)
         .is_removed = c->is_removed, .is_new = c->is_new, .was_in_rotation = c->was_in,
         .was_guarded = c->was_guarded, .down_since_ms = 1000, .drain_timeout_ms = DRAIN_MS,
         .beat = c->beat, .warn_share = WARN_SHARE,
+        .agent = { .state = c->agent, .has_share = c->agent_share != AS_NONE,
+                   .share = c->agent_share == AS_HALF ? BAL_SHARE_FULL / 2 : 0 },
     };
     switch (c->cause) {
     case CC_BUILD: kind = BAL_CAUSE_BUILD; break;     /* cause ignored */
@@ -212,6 +246,7 @@ check_combo(struct combo *c, size_t pos)
     case CC_ADMIN_SELF: kind = BAL_CAUSE_ADMIN; break;
     case CC_HEALTH_OTHER: kind = BAL_CAUSE_HEALTH; cause = other; break;
     case CC_BEAT_SELF: kind = BAL_CAUSE_BEAT; break;
+    case CC_AGENT_SELF: kind = BAL_CAUSE_AGENT; break;
     case CC_COUNT: break;
     }
 
@@ -259,12 +294,15 @@ test_truth_table(void)
     for (int is_new = 0; is_new < 2; is_new++)
     for (int was_in = 0; was_in < 2; was_in++)
     for (int was_guarded = 0; was_guarded < 2; was_guarded++)
-    for (int cause = 0; cause < CC_COUNT; cause++) {
+    for (int cause = 0; cause < CC_COUNT; cause++)
+    for (int agent = 0; agent < 5; agent++)
+    for (int agent_share = 0; agent_share < AS_COUNT; agent_share++) {
         struct combo c = {
             .health = healths[h], .admin = admins[a], .is_zero_weight = zero_weight,
             .is_api_removed = api_removed, .is_removed = removed,
             .is_new = is_new, .was_in = was_in, .was_guarded = was_guarded,
             .cause = (enum cause_case)cause, .beat = (enum bal_beat)beat,
+            .agent = (enum bal_agent)agent, .agent_share = (enum agent_share_case)agent_share,
         };
 
         check_combo(&c, 0);
@@ -272,11 +310,12 @@ test_truth_table(void)
         count++;
         in += c.in;
     }
-    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * CC_COUNT);
-    CHECK_EQ_INT(count, 19200);
+    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * CC_COUNT * 5 * AS_COUNT);
+    CHECK_EQ_INT(count, 345600);
     /* in rotation only when not removed, admin none, a weight, not
-     * deleted, starting, up or warning, and the heartbeat not failed */
-    CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 1 * 1 * 2 * 2 * 2 * CC_COUNT);
+     * deleted, starting, up or warning, the heartbeat not failed, and the
+     * agent off or up at a share above 0% */
+    CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 1 * 1 * 2 * 2 * 2 * CC_COUNT * 2 * 2);
 }
 
 /* ------------------------------------------------------ the guard, a pool */
@@ -299,16 +338,22 @@ decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size
     for (size_t i = 0; i < n; i++) {
         const struct bal_member *s = &m[i];
 
+        uint64_t share = s->is_warning ? s->warn_share : BAL_SHARE_FULL;
+
+        if (s->agent.has_share)     /* at most full */
+            share = share * (s->agent.share < BAL_SHARE_FULL ? s->agent.share
+                                                             : BAL_SHARE_FULL) / BAL_SHARE_FULL;
         count += s->in_rotation;
-        CHECK_EQ_INT(s->share, !s->in_rotation ? 0 : s->is_warning ? s->warn_share
-                                                                   : BAL_SHARE_FULL);
+        CHECK_EQ_INT(s->share, !s->in_rotation ? 0 : share > 0 ? share : 1);
         CHECK_EQ_INT(s->guard_held, s->is_guarded && !s->was_guarded);
         CHECK_EQ_INT(s->guard_released, s->was_guarded && !s->is_guarded && !s->is_removed);
         CHECK_EQ_INT(s->drain_clear, s->in_rotation && !s->was_in_rotation);
         if (s->is_guarded) {
             CHECK(s->in_rotation);
-            CHECK((s->health == BAL_HEALTH_DOWN || s->beat == BAL_BEAT_FAIL) &&
-                  s->op.admin == BAL_ADMIN_NONE && !s->is_removed);
+            CHECK((s->health == BAL_HEALTH_DOWN || s->beat == BAL_BEAT_FAIL ||
+                   s->agent.state == BAL_AGENT_DOWN) &&
+                  s->op.admin == BAL_ADMIN_NONE && !bal_agent_is_out(&s->agent) &&
+                  !s->is_removed);
         }
     }
     CHECK_EQ_INT(in, count);
@@ -1176,6 +1221,370 @@ test_slow_start(void)
     CHECK_EQ_INT(m[1].ramp_since_ms, 0);
 }
 
+/* ------------------------------------------------------------ the agent */
+
+static struct bal_agent_verdict
+agent(enum bal_agent state)
+{
+    return (struct bal_agent_verdict){ .state = state };
+}
+
+static struct bal_agent_verdict
+agent_pct(enum bal_agent state, uint32_t pct)
+{
+    return (struct bal_agent_verdict){ .state = state, .has_share = true,
+                                       .share = pct * (BAL_SHARE_FULL / 100) };
+}
+
+/* haproxy/haproxy#1176: an agent's "up" lifts only its own earlier word.
+ * One server of two, through a run of agent replies and probe verdicts. */
+static void
+test_agent_up_never_raises(void)
+{
+    struct bal_member m[2] = { srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_UP, 0) };
+
+    /* the agent says down: out, its why the agent's */
+    m[1].agent = agent(BAL_AGENT_DOWN);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].in_rotation && m[1].drain_restart);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_AGENT);
+    CHECK_EQ_INT(m[1].drain_ms, DRAIN_MS);
+    carry(m, 2);
+    /* up again: back, the agent's why */
+    m[1].agent = agent(BAL_AGENT_UP);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+    CHECK(m[1].in_rotation && m[1].drain_clear);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_AGENT);
+    carry(m, 2);
+
+    /* the probe fails: out, and the agent's "up" (or "ready", the same
+     * verdict) keeps it out */
+    m[1].health = BAL_HEALTH_DOWN;
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_HEALTH, 1), 1);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+    carry(m, 2);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].in_rotation);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_NONE);
+    CHECK(!m[1].drain_restart);
+    /* nor does a heartbeat's pass with it */
+    m[1].beat = BAL_BEAT_PASS;
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_BEAT, 1), 1);
+    CHECK(!m[1].in_rotation);
+    /* the probe passes again: in, by its health */
+    m[1].health = BAL_HEALTH_UP;
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_HEALTH, 1), 2);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_HEALTH);
+    carry(m, 2);
+
+    /* a heartbeat's fail: the agent's up does not mask it either */
+    m[1].beat = BAL_BEAT_FAIL;
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_BEAT, 1), 1);
+    carry(m, 2);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].in_rotation);
+
+    /* an operator's disable: neither */
+    m[1] = srv(BAL_HEALTH_UP, 0);
+    m[1].op.admin = BAL_ADMIN_DISABLE;
+    m[1].was_in_rotation = false;
+    m[1].agent = agent(BAL_AGENT_UP);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].in_rotation && !m[1].drain_restart);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_NONE);
+}
+
+/* The guard: an agent's down is a failure it may hold (a bug in the agent
+ * every server runs must not empty the pool); its drain, maint and 0% are
+ * the server's own decision, never held, never counted for the floor. */
+static void
+test_agent_and_the_guard(void)
+{
+    struct bal_member m[4];
+    uint32_t floor = bal_guard_floor(50, true, 4);
+
+    /* every agent says down in one tick: the latest two failures held */
+    for (int i = 0; i < 4; i++) {
+        m[i] = srv(BAL_HEALTH_UP, 10 * (uint64_t)i);
+        m[i].agent = agent(BAL_AGENT_DOWN);
+        m[i].is_cause = true;
+    }
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_AGENT, 0), 2);
+    CHECK(!m[0].in_rotation && !m[1].in_rotation);
+    CHECK_EQ_INT(m[0].why, BAL_WHY_AGENT);
+    for (int i = 2; i < 4; i++) {
+        CHECK(m[i].in_rotation && m[i].is_guarded && m[i].guard_held);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_NONE);       /* did not move */
+        CHECK_EQ_INT(m[i].share, BAL_SHARE_FULL);
+    }
+    carry(m, 4);
+    for (int i = 0; i < 4; i++)
+        m[i].is_cause = false;
+
+    /* the agents come back up: all in, the guard lets go silently */
+    for (int i = 0; i < 4; i++)
+        m[i].agent = agent(BAL_AGENT_UP);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_AGENT, 0), 4);
+    CHECK(m[2].guard_released && m[3].guard_released && m[2].in_rotation);
+    carry(m, 4);
+
+    /* three agents drain (a deploy): they leave, nobody holds them, the
+     * last one alone is below the floor and stays */
+    for (int i = 0; i < 3; i++) {
+        m[i].agent = agent(BAL_AGENT_DRAIN);
+        CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_AGENT, (size_t)i), 3 - (size_t)i);
+        CHECK(!m[i].in_rotation && !m[i].is_guarded && m[i].drain_restart);
+        CHECK_EQ_INT(m[i].why, BAL_WHY_AGENT);
+        CHECK_EQ_INT(m[i].drain_ms, DRAIN_MS);
+        carry(m, 4);
+    }
+    /* the last server's probe fails: held, and only it (drained servers
+     * are no candidates) */
+    m[3].health = BAL_HEALTH_DOWN;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 3), 1);
+    CHECK(m[3].in_rotation && m[3].is_guarded && m[3].guard_held);
+    for (int i = 0; i < 3; i++)
+        CHECK(!m[i].in_rotation && !m[i].is_guarded);
+    carry(m, 4);
+
+    /* the held server's agent says maint: out at once, connections closed,
+     * released; 0% and drain would release it too */
+    for (int k = 0; k < 3; k++) {
+        m[3].agent = k == 0 ? agent(BAL_AGENT_MAINT) : k == 1 ? agent_pct(BAL_AGENT_UP, 0)
+                                                             : agent(BAL_AGENT_DRAIN);
+        CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_AGENT, 3), 0);
+        CHECK(!m[3].in_rotation && m[3].guard_released && m[3].drain_restart);
+        CHECK_EQ_INT(m[3].why, BAL_WHY_AGENT);
+        CHECK_EQ_INT(m[3].drain_ms, k == 0 ? 0 : DRAIN_MS);
+    }
+    /* and its agent back up: held again */
+    m[3].agent = agent(BAL_AGENT_UP);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_AGENT, 3), 1);
+    CHECK(m[3].is_guarded && m[3].in_rotation);
+
+    /* an agent's down beside probe failures: the latest failure held
+     * first, whichever input failed */
+    for (int i = 0; i < 4; i++)
+        m[i] = srv(BAL_HEALTH_UP, 0);
+    m[0].health = BAL_HEALTH_DOWN;
+    m[0].down_since_ms = 50;
+    m[1].agent = agent(BAL_AGENT_DOWN);
+    m[1].down_since_ms = 60;
+    m[2].health = BAL_HEALTH_DOWN;
+    m[2].down_since_ms = 40;
+    m[3].agent = agent(BAL_AGENT_MAINT);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 2);
+    CHECK(m[1].is_guarded && m[0].is_guarded);
+    CHECK(!m[2].in_rotation && !m[3].in_rotation && !m[3].is_guarded);
+    CHECK_EQ_INT(m[3].drain_ms, 0);
+}
+
+/* An agent's maint of a server already out closes its connections, as an
+ * operator's disable does; its drain leaves them be. */
+static void
+test_agent_maint_closes(void)
+{
+    struct bal_member m[2] = { srv(BAL_HEALTH_UP, 0), srv(BAL_HEALTH_DOWN, 5) };
+
+    m[1].was_in_rotation = false;
+    m[1].agent = agent(BAL_AGENT_DRAIN);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].drain_restart);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_NONE);
+    m[1].agent = agent(BAL_AGENT_MAINT);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(m[1].drain_restart);
+    CHECK_EQ_INT(m[1].drain_ms, 0);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_NONE);
+    /* another server's change does not close them again */
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 0), 1);
+    CHECK(!m[1].drain_restart);
+    /* a removed server in maint drains with drain_timeout, as a disabled one */
+    m[1].is_removed = true;
+    decide(m, 2, 0, BAL_CAUSE_BUILD, 0);
+    CHECK(m[1].drain_restart);
+    CHECK_EQ_INT(m[1].drain_ms, DRAIN_MS);
+}
+
+/* The agent's N% multiplies into the share, with the warn share and the
+ * slow-start ramp. */
+static void
+test_agent_share(void)
+{
+    struct bal_member m[2];
+    static const struct { uint32_t pct; bool warn; uint32_t share; } t[] = {
+        { 100, false, BAL_SHARE_FULL }, { 50, false, 500 }, { 1, false, 10 },
+        { 75, true, WARN_SHARE * 3 / 4 }, { 50, true, WARN_SHARE / 2 },
+        { 100, true, WARN_SHARE }, { 1, true, 2 },
+    };
+
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        m[0] = srv(BAL_HEALTH_UP, 0);
+        m[1] = srv(t[i].warn ? BAL_HEALTH_WARNING : BAL_HEALTH_UP, 0);
+        m[1].warn_share = WARN_SHARE;
+        m[1].agent = agent_pct(BAL_AGENT_UP, t[i].pct);
+        CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+        CHECK_EQ_INT(m[1].share, t[i].share);
+        CHECK_EQ_INT(m[1].is_warning, t[i].warn);
+        CHECK_EQ_INT(m[0].share, BAL_SHARE_FULL);
+        /* a share without a state word is the same */
+        m[1].agent.state = BAL_AGENT_OFF;
+        CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+        CHECK_EQ_INT(m[1].share, t[i].share);
+    }
+
+    /* never 0 in rotation: a warn share of 0.1% at 50% */
+    m[1] = srv(BAL_HEALTH_WARNING, 0);
+    m[1].warn_share = 1;
+    m[1].agent = agent_pct(BAL_AGENT_UP, 50);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+    CHECK_EQ_INT(m[1].share, 1);
+    /* a share above full counts as full */
+    m[1] = srv(BAL_HEALTH_UP, 0);
+    m[1].agent = (struct bal_agent_verdict){ .has_share = true, .share = 5 * BAL_SHARE_FULL };
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+    CHECK_EQ_INT(m[1].share, BAL_SHARE_FULL);
+    /* a held server keeps its agent's share: its own word on what it takes */
+    m[1] = srv(BAL_HEALTH_DOWN, 3);
+    m[1].agent = agent_pct(BAL_AGENT_UP, 40);
+    m[0].health = BAL_HEALTH_DOWN;
+    CHECK_EQ_INT(decide(m, 2, 1, BAL_CAUSE_HEALTH, 0), 1);
+    CHECK(m[1].is_guarded);
+    CHECK_EQ_INT(m[1].share, 400);
+    m[0].health = BAL_HEALTH_UP;
+
+    /* 0%: out as a weight 0, draining; back at 30% */
+    m[1] = srv(BAL_HEALTH_UP, 0);
+    m[1].agent = agent_pct(BAL_AGENT_UP, 0);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 1);
+    CHECK(!m[1].in_rotation && m[1].drain_restart);
+    CHECK_EQ_INT(m[1].why, BAL_WHY_AGENT);
+    CHECK_EQ_INT(m[1].share, 0);
+    CHECK_EQ_INT(m[1].drain_ms, DRAIN_MS);
+    carry(m, 2);
+    m[1].agent = agent_pct(BAL_AGENT_UP, 30);
+    CHECK_EQ_INT(decide(m, 2, 0, BAL_CAUSE_AGENT, 1), 2);
+    CHECK(m[1].in_rotation && m[1].drain_clear);
+    CHECK_EQ_INT(m[1].share, 300);
+
+    /* back by its agent with a 10 s slow start, at 50%, warning: the ramp
+     * times 50% times the warn share */
+    for (int warn = 0; warn < 2; warn++) {
+        uint32_t base = (warn ? WARN_SHARE : BAL_SHARE_FULL) / 2;
+
+        m[0] = (struct bal_member){ .health = BAL_HEALTH_UP, .was_in_rotation = true,
+                                    .op.weight = 3, .slow_start_ms = 10000, .now_ms = 5000 };
+        m[1] = (struct bal_member){ .health = warn ? BAL_HEALTH_WARNING : BAL_HEALTH_UP,
+                                    .was_in_rotation = false, .op.weight = 3,
+                                    .warn_share = WARN_SHARE, .slow_start_ms = 10000,
+                                    .now_ms = 5000, .agent = agent_pct(BAL_AGENT_UP, 50) };
+        bal_rotation_decide(m, 2, 0, BAL_CAUSE_AGENT, 1);
+        CHECK_EQ_INT(m[1].why, BAL_WHY_AGENT);
+        CHECK_EQ_INT(m[1].ramp_since_ms, 5000);
+        CHECK_EQ_INT(m[1].share, base / 100);
+        for (uint64_t t2 = 7500; t2 <= 15000; t2 += 2500) {
+            m[1].was_in_rotation = true;
+            m[1].now_ms = m[0].now_ms = t2;
+            bal_rotation_decide(m, 2, 0, BAL_CAUSE_TIME, 0);
+            CHECK_EQ_INT(m[1].share, t2 < 15000 ? base * (t2 - 5000) / 10000 : base);
+        }
+        CHECK_EQ_INT(m[1].ramp_since_ms, 0);
+    }
+}
+
+/* Warming: a removed server its agent asks out is not warm-held, and a
+ * pending server its agent asks out does not keep the pool warming. */
+static void
+test_agent_warm_hold(void)
+{
+    struct bal_member m[3];
+
+    for (int k = 0; k < 3; k++) {
+        struct bal_agent_verdict out = k == 0 ? agent(BAL_AGENT_DRAIN)
+                                     : k == 1 ? agent(BAL_AGENT_MAINT)
+                                              : agent_pct(BAL_AGENT_OFF, 0);
+
+        for (int i = 0; i < 2; i++) {
+            m[i] = srv(BAL_HEALTH_UP, 0);
+            m[i].is_removed = true;
+            m[i].may_warm_hold = true;
+        }
+        m[2] = srv(BAL_HEALTH_PENDING, 0);
+        m[2].was_in_rotation = false;
+        m[1].agent = out;
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 1);
+        CHECK(m[0].is_warm_held && !m[1].is_warm_held && !m[1].in_rotation);
+        CHECK(m[1].drain_restart);
+        CHECK_EQ_INT(m[1].why, BAL_WHY_REMOVED);
+        /* an agent's down does not stop the warm hold: warm-held servers
+         * are not under health control, whatever says they fail */
+        m[1].agent = agent(BAL_AGENT_DOWN);
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 2);
+        m[1].agent = agent(BAL_AGENT_OFF);
+        m[2].agent = out;
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 0);
+        CHECK(!m[0].is_warm_held && !m[1].is_warm_held);
+        m[2].agent = agent(BAL_AGENT_DOWN);         /* still pending: warms */
+        CHECK_EQ_INT(decide(m, 3, 1, BAL_CAUSE_BUILD, 0), 2);
+    }
+}
+
+static void
+test_agent_state_of(void)
+{
+    static const struct {
+        bool in;
+        enum bal_admin admin;
+        struct bal_agent_verdict agent;
+        uint32_t active;
+        enum bal_state state;
+    } t[] = {
+        { true, BAL_ADMIN_NONE, { BAL_AGENT_MAINT, false, 0 }, 0, BAL_STATE_UP },
+        { true, BAL_ADMIN_NONE, { BAL_AGENT_DOWN, false, 0 }, 0, BAL_STATE_UP },   /* held */
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_OFF, false, 0 }, 0, BAL_STATE_DOWN },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_UP, false, 0 }, 0, BAL_STATE_DOWN },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_UP, true, 500 }, 0, BAL_STATE_DOWN },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_DOWN, false, 0 }, 0, BAL_STATE_DOWN },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_DOWN, false, 0 }, 2, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_DRAIN, false, 0 }, 0, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_DRAIN, false, 0 }, 4, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_UP, true, 0 }, 0, BAL_STATE_DRAINING },  /* 0% */
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_OFF, true, 0 }, 1, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_MAINT, false, 0 }, 0, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_NONE, { BAL_AGENT_MAINT, false, 0 }, 3, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DRAIN, { BAL_AGENT_MAINT, false, 0 }, 3, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DISABLE, { BAL_AGENT_DRAIN, false, 0 }, 3, BAL_STATE_DISABLED },
+        { false, BAL_ADMIN_DRAIN, { BAL_AGENT_UP, false, 0 }, 0, BAL_STATE_DRAINING },
+        { false, BAL_ADMIN_DISABLE, { BAL_AGENT_UP, false, 0 }, 0, BAL_STATE_DISABLED },
+    };
+
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct bal_operator op = { .admin = t[i].admin, .weight = 1 };
+        enum bal_state got = bal_state_of_agent(t[i].in, &op, &t[i].agent, t[i].active);
+
+        if (got != t[i].state) {
+            fprintf(stderr, "  state_of_agent(%d, %s, {%s, %d, %u}, %u)\n", t[i].in,
+                    bal_admin_name(t[i].admin), bal_agent_name(t[i].agent.state),
+                    t[i].agent.has_share, t[i].agent.share, t[i].active);
+            CHECK_EQ_INT(got, t[i].state);
+        }
+        /* with no agent, bal_state_of */
+        if (t[i].agent.state <= BAL_AGENT_UP && !t[i].agent.has_share)
+            CHECK_EQ_INT(bal_state_of(t[i].in, &op, t[i].active), got);
+    }
+    CHECK_EQ_STR(bal_agent_name(BAL_AGENT_OFF), "off");
+    CHECK_EQ_STR(bal_agent_name(BAL_AGENT_UP), "up");
+    CHECK_EQ_STR(bal_agent_name(BAL_AGENT_DOWN), "down");
+    CHECK_EQ_STR(bal_agent_name(BAL_AGENT_DRAIN), "drain");
+    CHECK_EQ_STR(bal_agent_name(BAL_AGENT_MAINT), "maint");
+    CHECK_EQ_STR(bal_agent_name((enum bal_agent)(BAL_AGENT_MAINT + 1)), "unknown");
+    CHECK(!bal_agent_is_out(&(struct bal_agent_verdict){ 0 }));
+    CHECK(!bal_agent_is_out(&(struct bal_agent_verdict){ BAL_AGENT_DOWN, true, 1 }));
+    CHECK(bal_agent_is_out(&(struct bal_agent_verdict){ BAL_AGENT_UP, true, 0 }));
+    CHECK(bal_agent_is_out(&(struct bal_agent_verdict){ BAL_AGENT_DRAIN, false, 0 }));
+    CHECK(bal_agent_is_out(&(struct bal_agent_verdict){ BAL_AGENT_MAINT, true, 1000 }));
+}
+
 int
 main(void)
 {
@@ -1197,5 +1606,11 @@ main(void)
     test_drain_deadline();
     test_slow_start();
     test_warning_counts_for_the_guard();
+    test_agent_up_never_raises();
+    test_agent_and_the_guard();
+    test_agent_maint_closes();
+    test_agent_share();
+    test_agent_warm_hold();
+    test_agent_state_of();
     return CHECK_DONE();
 }
