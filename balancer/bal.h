@@ -57,8 +57,10 @@ struct bal_live {
  * pool owns the array. */
 struct bal_server {
     uint32_t weight;                       /* >= 1, immutable */
-    uint32_t max_active;                   /* connection cap, 0 = none;
-                                              immutable once picks begin */
+    _Atomic uint32_t max_active;           /* connection cap, 0 = none:
+                                              its max_connections, or what
+                                              its agent says (maxconn:N),
+                                              set while workers pick */
     uint64_t id_hash;                      /* hash of the server's name: keeps
                                               source hashing stable across
                                               reloads and reorderings */

@@ -58,9 +58,10 @@ static inline bool bal_server_available(const struct bal_pool *p, size_t i)
 
     if (!atomic_load_explicit(&s->live->in_rotation, memory_order_relaxed))
         return false;
-    return s->max_active == 0 ||
-           atomic_load_explicit(&s->live->active_connections,
-                                memory_order_relaxed) < s->max_active;
+    uint32_t cap = atomic_load_explicit(&s->max_active, memory_order_relaxed);
+
+    return cap == 0 ||
+           atomic_load_explicit(&s->live->active_connections, memory_order_relaxed) < cap;
 }
 
 /* True when server i may be picked: available and not yet tried by this

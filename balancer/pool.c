@@ -200,7 +200,7 @@ bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
 
 void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active)
 {
-    p->servers[i].max_active = max_active;
+    atomic_store_explicit(&p->servers[i].max_active, max_active, memory_order_relaxed);
 }
 
 bool bal_server_take_slot(struct bal_pool *p, size_t i)
@@ -212,7 +212,9 @@ bool bal_server_take_slot(struct bal_pool *p, size_t i)
     if (!bal_server_in_rotation(p, i))
         return false;
     do {
-        if (s->max_active != 0 && n >= s->max_active)
+        uint32_t cap = atomic_load_explicit(&s->max_active, memory_order_relaxed);
+
+        if (cap != 0 && n >= cap)
             return false;
     } while (!atomic_compare_exchange_weak_explicit(
                  &s->live->active_connections, &n, n + 1,

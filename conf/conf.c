@@ -615,6 +615,9 @@ conf_check_text(struct conf_parse *p)
  * 1s default. A check_timeout written in the file is kept as written, and
  * conf_check refuses it when it is longer than the interval.
  *
+ * The agent's interval and timeout, unset (0), are the check's, the
+ * timeout capped at the agent's interval in the same way.
+ *
  * A server line without send_proxy= takes the pool's, known only now: the
  * pool's send_proxy line may come after its servers. */
 static void
@@ -626,6 +629,11 @@ conf_merge_pool(struct conf_pool *pool, const struct conf_lines *l)
     if (l->key[ktimeout] == 0 && !l->bad[kinterval] &&
         pool->check_timeout_ms > pool->check_interval_ms)
         pool->check_timeout_ms = pool->check_interval_ms;
+    if (pool->agent_interval_ms == 0)
+        pool->agent_interval_ms = pool->check_interval_ms;
+    if (pool->agent_timeout_ms == 0)
+        pool->agent_timeout_ms = pool->check_timeout_ms < pool->agent_interval_ms
+                                     ? pool->check_timeout_ms : pool->agent_interval_ms;
     conf_pool_resolve_servers(pool, 0);
 }
 

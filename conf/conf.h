@@ -186,6 +186,7 @@ struct conf_server {
     struct conf_addr addr;
     uint32_t weight;
     uint32_t max_connections;       /* 0 = no cap */
+    uint32_t agent_port;            /* its agent (agent_port=), 0 = none */
     enum conf_proxy send_proxy;     /* its send_proxy= option, else the
                                        pool's (resolved by the parser) */
     int line;                       /* 0 for a server not from the file */
@@ -248,6 +249,11 @@ struct conf_pool {
     struct conf_bytes check_send;   /* udp: the datagram sent */
     struct conf_bytes check_expect_bytes;   /* udp: how a reply starts;
                                                len 0: any reply passes */
+    /* the agent check of servers with agent_port= (health/agent.h) */
+    uint64_t agent_interval_ms;     /* the check_interval when unset */
+    uint64_t agent_timeout_ms;      /* the check_timeout, at most the
+                                       agent_interval, when unset */
+    struct conf_bytes agent_send;   /* sent first; len 0: nothing */
 
     /* removal: draining, the guard, live-traffic detection */
     struct conf_count_or_percent min_servers;

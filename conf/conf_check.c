@@ -443,6 +443,8 @@ conf_check_pools(struct conf_parse *p)
     int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
     int kreuse = conf_key_find(CONF_SECTION_POOL, "check_reuse");
     int kdiscover = conf_key_find(CONF_SECTION_POOL, "discover");
+    int kagent_timeout = conf_key_find(CONF_SECTION_POOL, "agent_timeout");
+    int kagent_interval = conf_key_find(CONF_SECTION_POOL, "agent_interval");
     size_t i;
 
     conf_check_names(p, CONF_NAMED(struct conf_pool, c->pools, c->npools), "pool", "", "");
@@ -470,6 +472,14 @@ conf_check_pools(struct conf_parse *p)
             conf_format_duration(pool->check_interval_ms, iv, sizeof(iv));
             conf_error(p, l->key[ktimeout], "pool %s: check_timeout %s is longer than "
                        "check_interval %s", pool->name, t, iv);
+        }
+        if (!l->bad[kagent_timeout] && !l->bad[kagent_interval] &&
+            pool->agent_timeout_ms > pool->agent_interval_ms) {
+            char t[32], iv[32];
+            conf_format_duration(pool->agent_timeout_ms, t, sizeof(t));
+            conf_format_duration(pool->agent_interval_ms, iv, sizeof(iv));
+            conf_error(p, l->key[kagent_timeout], "pool %s: agent_timeout %s is longer than "
+                       "agent_interval %s", pool->name, t, iv);
         }
         /* Only an HTTP exchange has an end after which the connection can
          * carry the next probe; a tcp check is the connect itself. */

@@ -290,6 +290,11 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_TYPED(struct conf_pool, "check_send", check_send, CONF_TYPE_BYTES, "", 0),
     CONF_TYPED(struct conf_pool, "check_expect_bytes", check_expect_bytes, CONF_TYPE_BYTES, "",
                0),
+    /* the agent check (servers with agent_port=); 0: follow the check's
+     * (conf_merge_pool) */
+    CONF_DURATION(struct conf_pool, "agent_interval", agent_interval_ms, "0", 0, CONF_HOURS(1)),
+    CONF_DURATION(struct conf_pool, "agent_timeout", agent_timeout_ms, "0", 0, CONF_HOURS(1)),
+    CONF_TYPED(struct conf_pool, "agent_send", agent_send, CONF_TYPE_BYTES, "", 0),
     { "min_servers", CONF_TYPE_COUNT_OR_PERCENT,
       offsetof(struct conf_pool, min_servers), "1", 0, 10000, NULL, 0 },
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",

@@ -761,7 +761,8 @@ conf_next_token(const char **p)
 
 /* How a server line is written, for its messages. */
 #define CONF_SERVER_USAGE \
-    "use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2]"
+    "use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] " \
+    "[agent_port=N]"
 
 /* send_proxy's values, the pool key's (conf_keys.c), in enum conf_proxy's
  * order: "any" is for accept_proxy only. */
@@ -783,6 +784,7 @@ static const struct conf_server_opt conf_server_opts[] = {
     { "max_connections", 0, CONF_SERVER_CONNS_MAX, NULL,
       offsetof(struct conf_server, max_connections) },
     { "send_proxy", 0, 0, conf_server_proxy_names, offsetof(struct conf_server, send_proxy) },
+    { "agent_port", 1, 65535, NULL, offsetof(struct conf_server, agent_port) },
 };
 #define CONF_SERVER_NOPTS (sizeof(conf_server_opts) / sizeof(conf_server_opts[0]))
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "agent.h"
 #include "conf.h"
 
 #define HC_DETAIL_MAX 160
@@ -35,7 +36,10 @@
 struct hc_spec {
     uint32_t id;                    /* the caller's key, echoed in results */
     enum conf_check kind;           /* tcp, http(s), mysql, pgsql, redis,
-                                       dns, udp, grpc */
+                                       dns, udp, grpc; not used by an agent */
+    bool is_agent;                  /* an agent check (a server's
+                                       agent_port, agent.h): send `send`,
+                                       read one line; passes when it parses */
     struct sockaddr_storage addr;   /* with check_port already applied */
     socklen_t addr_len;
     const char *host;               /* Host header and TLS SNI */
@@ -60,7 +64,8 @@ struct hc_spec {
     const char *dns_name;           /* dns: check_dns_name */
     uint16_t dns_type;              /* dns: check_dns_type */
     uint16_t dns_rcodes;            /* dns: bit n set when RCODE n passes */
-    const uint8_t *send;            /* udp: check_send, send_len bytes */
+    const uint8_t *send;            /* udp: check_send; agent: agent_send;
+                                       send_len bytes */
     size_t send_len;
     const uint8_t *expect_bytes;    /* udp: how a reply starts; 0 bytes:
                                        any reply passes */
@@ -93,6 +98,8 @@ struct hc_result {
     double lag_ms;                  /* start against plan */
     uint64_t started_mono_ms;       /* CLOCK_MONOTONIC */
     double started_at;              /* unix seconds */
+    struct hc_agent_reply agent;    /* an agent's that passed: its reply;
+                                       the detail is its line */
 };
 
 struct hc;

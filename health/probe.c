@@ -21,6 +21,12 @@
  * A probe never blocks its thread: every wait is an event on the thread's
  * base, so a hung server costs one socket and one timer until the timeout.
  *
+ * agent (a server's agent_port): the connect, agent_send if set, then one
+ * line read (agent.h), until the line's end or the agent's close; the
+ * probe passes when the line parses, its reply in the result:
+ *
+ *   CONNECTING --> SENDING (agent_send) --> READING --> done
+ *
  * dns, udp: no connection, but a connected UDP socket per probe, fresh
  * (a new source port each time), the datagram of dgram.c sent at once,
  * then every datagram read until one decides or the timeout comes; an
@@ -103,6 +109,10 @@ struct hc_probe {
     struct hc_talk *talk;           /* mysql, pgsql, redis; else NULL */
     struct hc_dgram *dgram;         /* dns, udp; else NULL */
     struct hc_grpc *grpc;           /* grpc; else NULL */
+    struct hc_probe_agent {         /* an agent's; else NULL */
+        struct hc_agent_reader reader;
+        struct hc_agent_reply reply;
+    } *agent;
     uint64_t body_left;
     uint64_t seq;
     uint64_t started_ms;
@@ -140,6 +150,7 @@ hc_probe_free(struct hc_probe *p)
     free(p->talk);
     free(p->dgram);
     hc_grpc_free(p->grpc);
+    free(p->agent);
     free(p);
 }
 
@@ -166,6 +177,8 @@ hc_probe_done(struct hc_probe *p, bool passed, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r.detail, sizeof(r.detail), fmt, ap);
     va_end(ap);
+    if (passed && p->agent != NULL)
+        r.agent = p->agent->reply;
     hc_result_push(p->tg->thread, &r);
     hc_probe_free(p);
 }
@@ -274,6 +287,8 @@ hc_probe_time_out(struct hc_probe *p)
                   : p->talk != NULL && p->state == HC_PROBE_READING
                       ? hc_talk_waiting_for(p->talk)
                   : p->grpc != NULL ? hc_grpc_waiting_for(p->grpc)
+                  : p->agent != NULL && p->state == HC_PROBE_SENDING ? "sending agent_send"
+                  : p->agent != NULL ? "the agent's reply"
                   : hc_probe_waiting_for[p->state]);
 }
 
@@ -844,6 +859,83 @@ hc_probe_grpc_begin(struct hc_probe *p)
     hc_probe_grpc_pump(p);
 }
 
+/* ---------------------------------------------------------------- agent */
+
+/* The line decided: a reply that parses passes, with the line (printable
+ * bytes, others as '?') as its detail; anything else fails and the caller
+ * keeps the agent's last verdict. */
+static void
+hc_probe_agent_end(struct hc_probe *p, enum hc_agent_read st)
+{
+    struct hc_probe_agent *a = p->agent;
+    char text[HC_AGENT_LINE_MAX + 1], err[HC_DETAIL_MAX];
+    size_t n = a->reader.len < sizeof(text) - 1 ? a->reader.len : sizeof(text) - 1;
+
+    if (st == HC_AGENT_READ_ERROR) {
+        hc_probe_done(p, false, "%s", a->reader.error);
+        return;
+    }
+    if (hc_agent_parse(a->reader.line, a->reader.len, &a->reply, err, sizeof(err)) == -1) {
+        hc_probe_done(p, false, "%s", err);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        text[i] = isprint((unsigned char)a->reader.line[i]) ? a->reader.line[i] : '?';
+    text[n] = '\0';
+    hc_probe_done(p, true, "%s", text);
+}
+
+static void
+hc_probe_agent_read(struct hc_probe *p)
+{
+    char buf[HC_AGENT_LINE_MAX + 2];
+    enum hc_agent_read st;
+    ssize_t n;
+
+    p->state = HC_PROBE_READING;
+    do {
+        n = hc_probe_recv(p, buf, sizeof(buf));
+        if (n < 0)
+            return;
+        st = n == 0 ? hc_agent_reader_eof(&p->agent->reader)
+                    : hc_agent_reader_feed(&p->agent->reader, buf, (size_t)n);
+    } while (st == HC_AGENT_READ_MORE);
+    hc_probe_agent_end(p, st);
+}
+
+static void
+hc_probe_agent_send(struct hc_probe *p)
+{
+    const struct hc_spec *sp = &p->tg->spec;
+    char ebuf[96];
+    ssize_t n;
+
+    while (p->sent < sp->send_len) {
+        n = hc_probe_send(p, sp->send + p->sent, sp->send_len - p->sent);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;                 /* the next edge */
+            hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+            return;
+        }
+        p->sent += (size_t)n;
+    }
+    hc_probe_agent_read(p);
+}
+
+static void
+hc_probe_agent_begin(struct hc_probe *p)
+{
+    p->agent = malloc(sizeof(*p->agent));
+    if (p->agent == NULL) {
+        hc_probe_done(p, false, "internal error: out of memory");
+        return;
+    }
+    hc_agent_reader_init(&p->agent->reader);
+    p->state = HC_PROBE_SENDING;
+    hc_probe_agent_send(p);
+}
+
 /* Moves the probe on from its current state as far as the socket allows. */
 static void
 hc_probe_step(struct hc_probe *p)
@@ -855,6 +947,10 @@ hc_probe_step(struct hc_probe *p)
 
     switch (p->state) {
     case HC_PROBE_CONNECTING:
+        if (tg->spec.is_agent) {
+            hc_probe_agent_begin(p);
+            return;
+        }
         /* Before a handshake or a close, which are not the prober's bytes;
          * a wait leaves the state as it is, and the next edge comes back
          * here. */
@@ -901,6 +997,10 @@ hc_probe_step(struct hc_probe *p)
         return;
 
     case HC_PROBE_SENDING:
+        if (p->agent != NULL) {
+            hc_probe_agent_send(p);
+            return;
+        }
         if (p->grpc != NULL) {
             hc_probe_grpc_pump(p);
             return;
@@ -938,7 +1038,9 @@ hc_probe_step(struct hc_probe *p)
         return;
 
     case HC_PROBE_READING:
-        if (p->grpc != NULL)
+        if (p->agent != NULL)
+            hc_probe_agent_read(p);
+        else if (p->grpc != NULL)
             hc_probe_grpc_pump(p);
         else if (p->talk != NULL)
             hc_probe_talk_read(p);

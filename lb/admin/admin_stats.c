@@ -79,6 +79,14 @@ struct lb_server_view {
     double beat_at;                     /* unix seconds, 0 = none yet */
     uint64_t heartbeats;
     char beat_note[LB_BEAT_NOTE_MAX];
+    bool has_agent;                     /* agent_port= */
+    struct bal_agent_verdict agent;
+    uint32_t max_connections;           /* the cap in force (lb_server_cap) */
+    bool has_agent_maxconn;
+    uint32_t agent_maxconn;
+    uint64_t agent_checks;
+    struct lb_check_info last_agent;
+    char agent_note[HC_AGENT_NOTE_MAX + 1];
 };
 
 struct lb_stats_snap {
@@ -139,8 +147,16 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .is_beat_expired = b->is_beat_expired,
         .beat_at = b->beat_at,
         .heartbeats = b->heartbeats,
+        .has_agent = srv->conf->agent_port != 0,
+        .agent = lb_server_agent(srv),
+        .max_connections = lb_server_cap(srv),
+        .has_agent_maxconn = b->has_agent_maxconn,
+        .agent_maxconn = b->agent_maxconn,
+        .agent_checks = b->agent_checks,
+        .last_agent = b->last_agent,
     };
     memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
+    memcpy(v->agent_note, b->agent_note, sizeof(v->agent_note));
 }
 
 /* Caller holds state_lock. Servers a reload removed are listed while their
@@ -261,6 +277,34 @@ lb_stats_snap_take(struct lb_daemon *d, struct lb_stats_snap *sn)
     return rc;
 }
 
+/* "agent": its verdict (what the agent said last that parsed), and its
+ * last reply, which may have failed and changed nothing. */
+static void
+lb_admin_agent_json(struct evbuffer *out, const struct lb_server_view *v)
+{
+    evbuffer_add_printf(out, "{\"state\":\"%s\",\"share\":", bal_agent_name(v->agent.state));
+    if (v->agent.has_share)
+        lb_json_num(out, (double)v->agent.share / BAL_SHARE_FULL);
+    else
+        LB_ADD_LIT(out, "null");
+    if (v->has_agent_maxconn)
+        evbuffer_add_printf(out, ",\"maxconn\":%u", v->agent_maxconn);
+    else
+        LB_ADD_LIT(out, ",\"maxconn\":null");
+    LB_ADD_LIT(out, ",\"note\":");
+    lb_json_str(out, v->agent_note);
+    if (v->last_agent.is_set) {
+        evbuffer_add_printf(out, ",\"result\":\"%s\",\"detail\":",
+                            v->last_agent.passed ? "passed" : "failed");
+        lb_json_str(out, v->last_agent.detail);
+        LB_ADD_LIT(out, ",\"at\":");
+        lb_json_num(out, v->last_agent.at);
+    } else {
+        LB_ADD_LIT(out, ",\"result\":null,\"detail\":\"\",\"at\":null");
+    }
+    evbuffer_add_printf(out, ",\"total\":%llu}", (unsigned long long)v->agent_checks);
+}
+
 void
 lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
                      struct evbuffer *out)
@@ -280,8 +324,8 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         "\"consecutive_successes\":%u,\"consecutive_failures\":%u,\"checks_total\":%llu,"
         "\"udp_datagrams_sent\":%llu,\"udp_datagrams_received\":%llu,\"last_check\":",
         conf_source_name(srv->conf->source), v->op.weight == 0 ? 0 : srv->conf->weight,
-        srv->conf->max_connections,
-        bal_state_name(bal_state_of(v->in_rotation, &v->op, active)),
+        v->max_connections,
+        bal_state_name(bal_state_of_agent(v->in_rotation, &v->op, &v->agent, active)),
         v->is_guarded ? "true" : "false",
         v->health,
         bal_admin_name(v->op.admin),
@@ -343,6 +387,11 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     } else {
         LB_ADD_LIT(out, "null");
     }
+    LB_ADD_LIT(out, ",\"agent\":");
+    if (v->has_agent)
+        lb_admin_agent_json(out, v);
+    else
+        LB_ADD_LIT(out, "null");
     LB_ADD_LIT(out, "}");
 }
 
@@ -685,7 +734,7 @@ static const char *
 lb_prom_state_of(const struct lb_server_view *v)
 {
     uint32_t active = bal_server_active(v->srv->pool->bal, v->srv->index);
-    enum bal_state st = bal_state_of(v->in_rotation, &v->op, active);
+    enum bal_state st = bal_state_of_agent(v->in_rotation, &v->op, &v->agent, active);
 
     return st == BAL_STATE_UP && strcmp(v->health, "warning") == 0 ? "warning"
                                                                    : bal_state_name(st);

@@ -96,7 +96,7 @@ lb_queue_release_slot(struct lb_pool *p, size_t i)
     /* An uncapped server in rotation makes waiting needless, and the kick
      * that put it there served the queue: its slots never matter here, and
      * connections without caps pay no fence. */
-    if (p->bal->servers[i].max_active == 0)
+    if (atomic_load_explicit(&p->bal->servers[i].max_active, memory_order_relaxed) == 0)
         return;
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&q->depth) != 0)

@@ -31,8 +31,12 @@ lb_health_on_results(void *msgs, size_t n, void *arg)
     for (size_t i = 0; i < n; i++) {
         struct lb_gen *g = d->gen;
 
-        if (results[i].id < g->nby_id && g->by_id[results[i].id] != NULL)
-            lb_server_apply_check(d, g->by_id[results[i].id], &results[i]);
+        struct lb_server *srv = results[i].id < g->nby_id ? g->by_id[results[i].id] : NULL;
+
+        if (srv != NULL && srv->b->has_agent_id && results[i].id == srv->b->agent_id)
+            lb_server_apply_agent(d, srv, &results[i]);
+        else if (srv != NULL)
+            lb_server_apply_check(d, srv, &results[i]);
     }
     pthread_mutex_unlock(&d->state_lock);
     lb_reload_warm_check(d, false);     /* a first probe may end a warm-up */
@@ -79,11 +83,39 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->is_known = srv->b->is_handed_over;
 }
 
-/* The check specs of every checked server of g; *out is malloc'd. */
+/* A server's agent: a TCP connection to its agent_port, on the agent's
+ * own schedule, without the check's PROXY header (an agent is not the
+ * service: HAProxy's agent-check sends none either). */
+static void
+lb_agent_spec(struct hc_spec *spec, const struct lb_server *srv)
+{
+    const struct conf_pool *pc = srv->pool->conf;
+    uint16_t port = htons((uint16_t)srv->conf->agent_port);
+
+    lb_health_spec(spec, srv);          /* the address and the strings */
+    spec->id = srv->b->agent_id;
+    spec->is_agent = true;
+    spec->kind = CONF_CHECK_TCP;
+    spec->send_proxy = CONF_PROXY_OFF;
+    spec->tls = false;
+    spec->reuse = false;
+    memcpy(&spec->addr, &srv->conf->addr.ss, sizeof(spec->addr));
+    if (spec->addr.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&spec->addr)->sin6_port = port;
+    else
+        ((struct sockaddr_in *)&spec->addr)->sin_port = port;
+    spec->interval_ms = pc->agent_interval_ms;
+    spec->timeout_ms = pc->agent_timeout_ms;
+    spec->send = pc->agent_send.v;
+    spec->send_len = pc->agent_send.len;
+}
+
+/* The check specs of every checked server of g, and of every agent; *out
+ * is malloc'd. */
 static ssize_t
 lb_health_specs(const struct lb_gen *g, struct hc_spec **out)
 {
-    struct hc_spec *specs = calloc(g->nservers ? g->nservers : 1, sizeof(*specs));
+    struct hc_spec *specs = calloc(g->nservers ? 2 * g->nservers : 1, sizeof(*specs));
     size_t n = 0;
 
     if (specs == NULL)
@@ -91,6 +123,8 @@ lb_health_specs(const struct lb_gen *g, struct hc_spec **out)
     for (size_t i = 0; i < g->nservers; i++) {
         if (g->servers[i]->pool->conf->check != CONF_CHECK_NONE)
             lb_health_spec(&specs[n++], g->servers[i]);
+        if (g->servers[i]->conf->agent_port != 0)
+            lb_agent_spec(&specs[n++], g->servers[i]);
     }
     *out = specs;
     return (ssize_t)n;

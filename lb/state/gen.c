@@ -402,7 +402,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
      * picks it. */
     for (size_t i = 0; i < n; i++) {
         bal_server_share(p->bal, i, &p->servers[i].b->live);
-        bal_server_set_cap(p->bal, i, cp->servers[i].max_connections);
+        bal_server_set_cap(p->bal, i, lb_server_cap(&p->servers[i]));
         g->nservers++;
     }
     rc = 0;
@@ -600,6 +600,19 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const 
         if (lb_gen_pool_init(g, &g->pools[i], &conf->pools[i], i, old, next_id) == -1)
             goto oom;
     }
+    /* The agents' keys after every server's: at a start the servers' ids
+     * and the agents' are each a run, which the health threads share out
+     * evenly (id % threads). */
+    for (size_t i = 0; i < conf->npools; i++) {
+        for (size_t j = 0; j < conf->pools[i].nservers; j++) {
+            struct lb_backend *b = g->pools[i].servers[j].b;
+
+            if (conf->pools[i].servers[j].agent_port != 0 && !b->has_agent_id) {
+                b->agent_id = (*next_id)++;
+                b->has_agent_id = true;
+            }
+        }
+    }
     g->servers = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers));
     g->nby_id = *next_id;
     g->by_id = calloc(g->nby_id ? g->nby_id : 1, sizeof(*g->by_id));
@@ -611,6 +624,8 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const 
 
             g->servers[k] = srv;
             g->by_id[srv->b->id] = srv;
+            if (srv->b->has_agent_id)
+                g->by_id[srv->b->agent_id] = srv;
         }
     }
     if (lb_gen_index_init(g) == -1)

@@ -12,9 +12,9 @@
  * message, no wait on the data path), sets or clears the drain deadline of
  * the server's open connections, and logs the change with its reason.
  *
- * Besides probes and operators, two inputs reach the decision here: a
- * server's own heartbeats (heartbeat_ttl), which can only lower its health,
- * and time, through a 100 ms tick on main that expires heartbeats and moves
+ * Besides probes and operators, three inputs reach the decision here: a
+ * server's own heartbeats (heartbeat_ttl) and its agent's replies
+ * (agent_port), which can only lower its health, and time, through a 100 ms tick on main that expires heartbeats and moves
  * slow-start ramps on.
  */
 #include <stdio.h>
@@ -77,6 +77,22 @@ lb_beat_reason(const struct lb_server *srv, char *buf, size_t len)
     return buf;
 }
 
+/* An agent's verdict, as its log line says it: "agent: drain", "agent:
+ * up 50%", "agent: down (disk full)". */
+static const char *
+lb_agent_reason(const struct lb_server *srv, char *buf, size_t len)
+{
+    const struct lb_backend *b = srv->b;
+    char share[16] = "";
+
+    if (b->agent.has_share)
+        snprintf(share, sizeof(share), " %u%%", b->agent.share / (BAL_SHARE_FULL / 100));
+    snprintf(buf, len, "agent: %s%s%s%s%s", bal_agent_name(b->agent.state), share,
+             b->agent_note[0] != '\0' ? " (" : "", b->agent_note,
+             b->agent_note[0] != '\0' ? ")" : "");
+    return buf;
+}
+
 static const char *
 lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char *cause_reason,
             char *buf, size_t len)
@@ -84,6 +100,8 @@ lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char 
     switch (m->why) {
     case BAL_WHY_BEAT:
         return lb_beat_reason(srv, buf, len);
+    case BAL_WHY_AGENT:
+        return lb_agent_reason(srv, buf, len);
     case BAL_WHY_RELOAD:
         return "reload";
     case BAL_WHY_GUARD_HOLD:
@@ -146,7 +164,8 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
     if (m->in_rotation != m->was_in_rotation)
         atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
     atomic_store_explicit(&b->is_failing, !m->in_rotation &&
-                          (b->health.state == BAL_HEALTH_DOWN || m->beat == BAL_BEAT_FAIL),
+                          (b->health.state == BAL_HEALTH_DOWN || m->beat == BAL_BEAT_FAIL ||
+                           m->agent.state == BAL_AGENT_DOWN),
                           memory_order_relaxed);
     if (m->is_warning != b->is_warning) {
         b->is_warning = m->is_warning;
@@ -180,10 +199,13 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
     *in_count += m->in_rotation ? 1 : (size_t)-1;
     /* An operator's drain or disable is maintenance, not a failure: its
      * own event, at info, so that what pages on server_down (warn) does
-     * not page for it. */
-    lb_log(m->in_rotation || m->why == BAL_WHY_ADMIN ? CONF_LOG_INFO : CONF_LOG_WARN,
-           m->in_rotation ? "server_up" : m->why == BAL_WHY_ADMIN ? "server_maintenance"
-                                                                   : "server_down",
+     * not page for it. So is an agent's drain, maint or 0%; its down is a
+     * failure. */
+    bool is_maintenance = m->why == BAL_WHY_ADMIN ||
+                          (m->why == BAL_WHY_AGENT && bal_agent_is_out(&m->agent));
+
+    lb_log(m->in_rotation || is_maintenance ? CONF_LOG_INFO : CONF_LOG_WARN,
+           m->in_rotation ? "server_up" : is_maintenance ? "server_maintenance" : "server_down",
            "pool=%s server=%s addr=%s reason=%s successes=%u failures=%u in_rotation=%zu/%zu detection_ms=%.0f",
            pc->name, srv->conf->name, srv->conf->addr.text,
            lb_log_quote(qbuf, sizeof(qbuf), lb_why_text(m, srv, cause_reason, why, sizeof(why))),
@@ -227,6 +249,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .now_ms = now,
             .ramp_since_ms = b->ramp_since_ms,
             .is_cause = kind == BAL_CAUSE_BEAT && b->is_beat_news,
+            .agent = lb_server_agent(srv),
         };
         in_count += m[i].was_in_rotation && !b->is_removed;
     }
@@ -453,6 +476,89 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
 }
 
 
+/* ------------------------------------------------------------- agents */
+
+struct bal_agent_verdict
+lb_server_agent(const struct lb_server *srv)
+{
+    return srv->conf->agent_port != 0 ? srv->b->agent : (struct bal_agent_verdict){ 0 };
+}
+
+uint32_t
+lb_server_cap(const struct lb_server *srv)
+{
+    return srv->conf->agent_port != 0 && srv->b->has_agent_maxconn ? srv->b->agent_maxconn
+                                                                    : srv->conf->max_connections;
+}
+
+/* The reply's state word, as the decision's column. */
+static enum bal_agent
+lb_agent_state(enum hc_agent_state s, enum bal_agent last)
+{
+    switch (s) {
+    case HC_AGENT_STATE_UP:
+    case HC_AGENT_STATE_READY:
+        return BAL_AGENT_UP;
+    case HC_AGENT_STATE_DOWN:
+        return BAL_AGENT_DOWN;
+    case HC_AGENT_STATE_DRAIN:
+        return BAL_AGENT_DRAIN;
+    case HC_AGENT_STATE_MAINT:
+        return BAL_AGENT_MAINT;
+    case HC_AGENT_STATE_NONE:
+        break;
+    }
+    return last;                        /* a reply without one keeps it */
+}
+
+void
+lb_server_apply_agent(struct lb_daemon *d, struct lb_server *srv, const struct hc_result *r)
+{
+    struct lb_backend *b = srv->b;
+    const struct hc_agent_reply *a = &r->agent;
+    struct bal_agent_verdict v = b->agent;
+    char qbuf[HC_DETAIL_MAX * 2], reason[HC_DETAIL_MAX + 32];
+    uint32_t cap_before = lb_server_cap(srv);
+
+    if (srv->conf->agent_port == 0 || r->seq <= b->agent_seq)
+        return;                         /* an agent gone by a reload, or late */
+    b->agent_seq = r->seq;
+    b->agent_checks++;
+    b->last_agent = (struct lb_check_info){
+        .is_set = true, .passed = r->passed, .duration_ms = r->duration_ms, .at = r->started_at,
+    };
+    memcpy(b->last_agent.detail, r->detail, sizeof(b->last_agent.detail));
+    lb_log(CONF_LOG_DEBUG, "agent", "pool=%s server=%s result=%s detail=%s duration_ms=%.1f",
+           srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
+           lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms);
+    if (!r->passed)
+        return;                         /* unreachable or unreadable: as it was */
+    v.state = lb_agent_state(a->state, v.state);
+    if (a->has_percent) {
+        v.has_share = true;
+        v.share = a->percent * (BAL_SHARE_FULL / 100);
+    }
+    if (a->has_note)
+        snprintf(b->agent_note, sizeof(b->agent_note), "%s", a->note);
+    if (a->has_maxconn) {
+        b->has_agent_maxconn = true;
+        b->agent_maxconn = a->maxconn;
+    }
+    if (lb_server_cap(srv) != cap_before) {
+        bal_server_set_cap(srv->pool->bal, srv->index, lb_server_cap(srv));
+        lb_log(CONF_LOG_INFO, "server_maxconn", "pool=%s server=%s max_connections=%u "
+               "reason=agent", srv->pool->conf->name, srv->conf->name, lb_server_cap(srv));
+        /* a higher cap, or none, has slots for the clients queued */
+        d->state->data.kick(&srv->pool->shared->queue);
+    }
+    if (v.state == b->agent.state && v.has_share == b->agent.has_share &&
+        v.share == b->agent.share)
+        return;
+    b->agent = v;
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_AGENT, srv,
+                   lb_agent_reason(srv, reason, sizeof(reason)), 0);
+}
+
 /* ---------------------------------------------------- heartbeats, time */
 
 /* The tick's period: the resolution of heartbeat expiry (a server is out
@@ -520,7 +626,8 @@ lb_server_health_name(const struct lb_server *srv)
 {
     const struct lb_backend *b = srv->b;
 
-    if (srv->pool->conf->heartbeat_ttl_ms > 0 && b->beat == BAL_BEAT_FAIL &&
+    if (((srv->pool->conf->heartbeat_ttl_ms > 0 && b->beat == BAL_BEAT_FAIL) ||
+         lb_server_agent(srv).state == BAL_AGENT_DOWN) &&
         bal_health_is_up(&b->health))
         return "down";
     if (b->is_warning)

@@ -108,6 +108,17 @@ const struct lb_health_stats *lb_state_health(const struct lb_daemon *d);
  * the rotation change it causes. Caller holds state_lock. */
 void lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
                            const struct hc_result *r);
+/* An agent's reply (r->id is srv's agent_id): a reply that parsed sets the
+ * parts it carries (state, N%, maxconn, note) and the pool is decided when
+ * the verdict moved; a failed one changes nothing. Caller holds
+ * state_lock. */
+void lb_server_apply_agent(struct lb_daemon *d, struct lb_server *srv,
+                           const struct hc_result *r);
+/* The connection cap in force: its agent's maxconn:N while it has an
+ * agent that gave one, else its max_connections (0: none). */
+uint32_t lb_server_cap(const struct lb_server *srv);
+/* Its agent's verdict as the decision takes it: none without agent_port. */
+struct bal_agent_verdict lb_server_agent(const struct lb_server *srv);
 
 /* -------------------------------------------------------------- state.c */
 

@@ -85,6 +85,19 @@ struct lb_backend {
     double beat_at;                     /* unix seconds; 0 = none reported */
     char beat_note[LB_BEAT_NOTE_MAX];
     uint64_t heartbeats;
+    /* its agent (agent_port=): the last verdict, kept while the agent
+     * cannot be reached or says what does not parse */
+    bool has_agent_id;
+    uint32_t agent_id;                  /* the agent check's key, given at
+                                           the first generation with an
+                                           agent_port (by_id has it too) */
+    struct bal_agent_verdict agent;
+    bool has_agent_maxconn;             /* its cap is the agent's ... */
+    uint32_t agent_maxconn;             /* ... maxconn:N (0: none) */
+    char agent_note[HC_AGENT_NOTE_MAX + 1];
+    uint64_t agent_seq;                 /* newest agent reply applied */
+    uint64_t agent_checks;
+    struct lb_check_info last_agent;
     /* decided: warning (published, for its logs) and the slow start */
     bool is_warning;
     uint64_t ramp_since_ms;             /* 0 = not ramping */
