@@ -612,7 +612,7 @@ test_servers(void)
 {
     EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1 127.0.0.1\n",
                   "@:5: server: \"web1 127.0.0.1\" has no port (use NAME "
-                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n");
+                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])\n");
     EXPECT_ERRORS(FRONTEND POOL "server = web1 127.0.0.1:9002\n",
                   "@:6: server \"web1\" is already defined at line 5 in pool "
                   "web\n");
@@ -630,13 +630,13 @@ test_servers(void)
                   "@:6: server web2: weight 0 is out of range (1..256)\n"
                   "@:7: server web3: weight 257 is out of range (1..256)\n"
                   "@:8: server web4: unknown option \"backup\" (use NAME "
-                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n"
+                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])\n"
                   "@:9: server: name \"web/5\" is invalid (use 1 to 63 of "
                   "A-Z a-z 0-9 _ . - : @ [ ])\n");
     /* the rejected server explains the empty pool: no second message */
     EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1\n",
                   "@:5: server: \"web1\" has no address (use NAME HOST:PORT "
-                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])\n");
+                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])\n");
     /* the same name in two pools is fine */
     {
         struct conf *c = LOAD_OK(FRONTEND POOL "[pool api]\n"

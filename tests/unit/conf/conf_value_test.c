@@ -714,7 +714,7 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 maxconn=5", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: unknown option \"maxconn=5\" (use NAME HOST:PORT "
-                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
 
     /* send_proxy=: the server's own version, else "the pool's" until
      * conf_load or conf_pool_add_server resolves it */
@@ -749,18 +749,18 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send-proxy", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: unknown option \"send-proxy\" (use NAME HOST:PORT "
-                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
 
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: \"web1 127.0.0.1\" has no port (use NAME "
-                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
     CHECK_EQ_INT(conf_parse_server("web1", name, &srv, err, sizeof(err)),
                  -1);
     CHECK_EQ_STR(err, "server: \"web1\" has no address (use NAME HOST:PORT "
-                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+                 "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
     CHECK_EQ_INT(conf_parse_server("", name, &srv, err, sizeof(err)), -1);
-    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+    CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
     CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
@@ -788,7 +788,7 @@ test_server(void)
     CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: unknown option \"backup\" (use NAME "
-                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2])");
+                 "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
     CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: \"*:80\" has no host");
