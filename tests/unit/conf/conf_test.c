@@ -1053,6 +1053,54 @@ test_check_timeout(void)
 }
 
 static void
+test_agent_keys(void)
+{
+    /* Unset, the agent's interval is the check's, its timeout the check's
+     * capped at that interval; written, they are kept. */
+    static const struct {
+        const char *keys;
+        uint64_t interval_ms, timeout_ms;
+    } cases[] = {
+        { "", 2000, 1000 },
+        { "check_interval = 300ms\n", 300, 300 },
+        { "agent_interval = 500ms\n", 500, 500 },
+        { "agent_interval = 5s\n", 5000, 1000 },
+        { "agent_interval = 5s\nagent_timeout = 4s\n", 5000, 4000 },
+        { "check_timeout = 100ms\nagent_interval = 1s\n", 1000, 100 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[512];
+        struct conf *c;
+
+        snprintf(text, sizeof(text), FRONTEND "[pool web]\nserver = web1 127.0.0.1:9001 "
+                 "agent_port=9101\n%s", cases[i].keys);
+        c = LOAD_OK(text);
+        if (c != NULL) {
+            CHECK_EQ_INT(c->pools[0].servers[0].agent_port, 9101);
+            CHECK_EQ_INT(c->pools[0].agent_interval_ms, cases[i].interval_ms);
+            CHECK_EQ_INT(c->pools[0].agent_timeout_ms, cases[i].timeout_ms);
+        }
+        conf_free(c);
+    }
+    {
+        struct conf *c = LOAD_OK(FRONTEND POOL "agent_send = hello\\n\n");
+
+        if (c != NULL) {
+            CHECK_EQ_INT(c->pools[0].servers[0].agent_port, 0);
+            CHECK_EQ_INT(c->pools[0].agent_send.len, 6);
+            CHECK(memcmp(c->pools[0].agent_send.v, "hello\n", 6) == 0);
+        }
+        conf_free(c);
+    }
+    EXPECT_ERRORS(FRONTEND POOL "agent_interval = 1s\nagent_timeout = 2s\n",
+                  "@:7: pool web: agent_timeout 2s is longer than agent_interval 1s\n");
+    EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1 127.0.0.1:9001 agent_port=70000\n",
+                  "@:5: server web1: agent_port 70000 is out of range (1..65535)\n");
+    EXPECT_ERRORS(FRONTEND "[pool web]\nserver = web1 127.0.0.1:9001 agent_port=x\n",
+                  "@:5: server web1: agent_port \"x\" is not a number\n");
+}
+
+static void
 test_control_socket(void)
 {
     EXPECT_ERRORS("[global]\ncontrol_socket = run/lb.sock\n" FRONTEND POOL,
@@ -1666,6 +1714,7 @@ main(void)
     test_unresolvable();
     test_references();
     test_check_timeout();
+    test_agent_keys();
     test_control_socket();
     test_dup_then_add();
     test_man_page_lists_every_key();
