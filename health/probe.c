@@ -862,7 +862,7 @@ hc_probe_grpc_begin(struct hc_probe *p)
 /* ---------------------------------------------------------------- agent */
 
 /* The line decided: a reply that parses passes, with the line (printable
- * bytes, others as '?') as its detail; anything else fails and the caller
+ * bytes and tabs, a separator; others as '?') as its detail; anything else fails and the caller
  * keeps the agent's last verdict. */
 static void
 hc_probe_agent_end(struct hc_probe *p, enum hc_agent_read st)
@@ -880,7 +880,8 @@ hc_probe_agent_end(struct hc_probe *p, enum hc_agent_read st)
         return;
     }
     for (size_t i = 0; i < n; i++)
-        text[i] = isprint((unsigned char)a->reader.line[i]) ? a->reader.line[i] : '?';
+        text[i] = isprint((unsigned char)a->reader.line[i]) || a->reader.line[i] == '\t'
+                      ? a->reader.line[i] : '?';
     text[n] = '\0';
     hc_probe_done(p, true, "%s", text);
 }

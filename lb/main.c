@@ -112,7 +112,8 @@ lb_main_log_start(const struct lb_daemon *d, const char *path, uint64_t fd_limit
     size_t nchecked = 0;
 
     for (size_t i = 0; i < d->gen->nservers; i++)
-        nchecked += d->gen->servers[i]->pool->conf->check != CONF_CHECK_NONE;
+        nchecked += (d->gen->servers[i]->pool->conf->check != CONF_CHECK_NONE) +
+                    (d->gen->servers[i]->conf->agent_port != 0);    /* its agent's */
     if ((uint64_t)c->global.max_connections * 2 + nchecked + LB_FD_RESERVE > fd_limit)
         lb_log(CONF_LOG_WARN, "fd_limit_low",
                "max_connections=%u checked_servers=%zu fd_limit=%llu detail=\"each connection needs 2 descriptors and each health probe 1; accepts pause at the fd limit\"",

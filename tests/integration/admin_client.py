@@ -382,6 +382,17 @@ SERVER_SPEC = {
     "slow_start": lambda v: v is None or (isinstance(v, dict) and 0 <= v.get("progress", -1) <= 1),
     "heartbeat": lambda v: v is None or (isinstance(v, dict) and
                                          v.get("status") in ("pass", "warn", "fail", "expired")),
+    "agent": lambda v: v is None or isinstance(v, dict),
+}
+
+# "agent", without agent_port null: the verdict (what the agent said last
+# that parsed) and its last reply (which may have failed).
+AGENT_SPEC = {
+    "state": lambda v: v in ("off", "up", "down", "drain", "maint"),
+    "share": lambda v: v is None or (_is_num(v) and 0 <= v <= 1),
+    "maxconn": lambda v: v is None or _is_count(v),
+    "note": _is_str, "result": lambda v: v in (None, "passed", "failed"),
+    "detail": _is_str, "at": lambda v: v is None or _is_num(v), "total": _is_count,
 }
 
 LAST_CHECK_SPEC = {
@@ -436,15 +447,21 @@ def server_problems(srv, where="server"):
     lc = srv.get("last_check")
     if isinstance(lc, dict):
         _check_fields(f"{where}.last_check", lc, LAST_CHECK_SPEC, problems)
+    agent = srv.get("agent")
+    if isinstance(agent, dict):
+        _check_fields(f"{where}.agent", agent, AGENT_SPEC, problems)
     # The state follows from the inputs (contract): down only with no
     # connection open; draining with connections open or drained by an
-    # operator (HAProxy's DRAIN); disabled by an operator only.
+    # operator (HAProxy's DRAIN) or the server's agent (drain, 0%);
+    # disabled by an operator or the agent's maint only.
     state, active = srv.get("state"), srv.get("active_connections")
+    agent_state = agent.get("state") if isinstance(agent, dict) else "off"
+    agent_drains = isinstance(agent, dict) and (agent_state == "drain" or agent.get("share") == 0)
     if state == "down" and active:
         problems.append(f"{where}: state down with {active} connections open")
-    if state == "draining" and active == 0 and srv.get("admin") != "drain":
+    if state == "draining" and active == 0 and srv.get("admin") != "drain" and not agent_drains:
         problems.append(f"{where}: state draining with no connection open")
-    if state == "disabled" and srv.get("admin") != "disable":
+    if state == "disabled" and srv.get("admin") != "disable" and agent_state != "maint":
         problems.append(f"{where}: state disabled but admin {srv.get('admin')}")
     if state == "draining" and srv.get("admin") == "disable":
         problems.append(f"{where}: state draining but admin disable")
