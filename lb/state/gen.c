@@ -578,6 +578,32 @@ lb_gen_frontend_init(struct lb_frontend *fe, const struct conf_frontend *cf,
     return 0;
 }
 
+/* Whether b had an agent in old: when not, the agent check this generation
+ * gives it is a new target of the health module, whose replies count from
+ * sequence 1 again. */
+static bool
+lb_gen_had_agent(const struct lb_gen *old, const struct lb_backend *b)
+{
+    const struct lb_server *srv = old != NULL && b->id < old->nby_id ? old->by_id[b->id] : NULL;
+
+    return srv != NULL && srv->b == b && srv->conf->agent_port != 0;
+}
+
+/* A new agent (a reload gave the server agent_port again): what an earlier
+ * one said is forgotten, and the new one's replies are taken from its
+ * first. Written before the generation is committed: the old one's server
+ * has no agent_port and reads none of it (lb_server_agent, lb_server_cap). */
+static void
+lb_backend_agent_reset(struct lb_backend *b)
+{
+    b->agent = (struct bal_agent_verdict){ 0 };
+    b->has_agent_maxconn = false;
+    b->agent_maxconn = 0;
+    b->agent_note[0] = '\0';
+    b->agent_seq = 0;
+    b->last_agent = (struct lb_check_info){ 0 };
+}
+
 struct lb_gen *
 lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const *adopt,
            size_t nadopt, size_t nworkers, uint32_t *next_id, char *err, size_t errlen)
@@ -607,10 +633,14 @@ lb_gen_new(struct conf *conf, const struct lb_gen *old, struct lb_listen *const 
         for (size_t j = 0; j < conf->pools[i].nservers; j++) {
             struct lb_backend *b = g->pools[i].servers[j].b;
 
-            if (conf->pools[i].servers[j].agent_port != 0 && !b->has_agent_id) {
+            if (conf->pools[i].servers[j].agent_port == 0)
+                continue;
+            if (!b->has_agent_id) {
                 b->agent_id = (*next_id)++;
                 b->has_agent_id = true;
             }
+            if (!lb_gen_had_agent(old, b))
+                lb_backend_agent_reset(b);
         }
     }
     g->servers = calloc(g->nservers ? g->nservers : 1, sizeof(*g->servers));

@@ -14,8 +14,9 @@
  *
  * Besides probes and operators, three inputs reach the decision here: a
  * server's own heartbeats (heartbeat_ttl) and its agent's replies
- * (agent_port), which can only lower its health, and time, through a 100 ms tick on main that expires heartbeats and moves
- * slow-start ramps on.
+ * (agent_port), which can only lower its health, and time, through a
+ * 100 ms tick on main that expires heartbeats and moves slow-start ramps
+ * on.
  */
 #include <stdio.h>
 #include <stdlib.h>

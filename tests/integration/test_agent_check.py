@@ -272,6 +272,47 @@ class AgentCheckTest(LbTestCase):
                          "a share moved a server out")
         lb.assert_running()
 
+    # -------------------------------------------------------------- reload
+
+    def reload(self, pools, generation):
+        """The config rewritten with these pools (same admin port), SIGHUP,
+        and the reload of that generation logged."""
+        pools = [(name, servers, dict(AGENT, **keys)) for name, servers, keys in pools]
+        text, _, _ = admin_client.make_admin_config(pools, admin_port=self.lbi.admin_port,
+                                                    log_level="debug")
+        with open(self.lbi.config_path, "w") as f:
+            f.write(text)
+        self.lbi.send_signal(signal.SIGHUP)
+        self.lbi.wait_event("reload", generation=str(generation))
+
+    def test_reload_forgets_the_agent_and_a_new_one_counts(self):
+        """A reload that takes agent_port off the server forgets its agent:
+        its drain no longer holds the server out. One that gives it back
+        starts a new agent: the earlier verdict is not revived, and the new
+        agent's replies are taken from its first (the health module counts
+        a new target's replies from 1 again)."""
+        a, b = self.named("a"), self.named("b")
+
+        def pools(with_agent):
+            return [("p", [entry("a", a, agent_opt(self.agent) if with_agent else ""),
+                           entry("b", b)], {})]
+        self.agent.say("drain")
+        self.start(pools(True))
+        self.wait_srv("p", "a", lambda s: s["state"] == "draining", "a drained by its agent")
+        self.reload(pools(False), 2)
+        srv = self.wait_srv("p", "a", lambda s: s["state"] == "up", "a back without its agent")
+        self.assertIsNone(srv["agent"], srv)
+        self.agent.say("up 50%")
+        self.reload(pools(True), 3)
+        # at once: no reply yet (off), or the new agent's first (up)
+        srv = self.srv("p", "a")
+        self.assertEqual(srv["state"], "up", f"the old agent's drain came back: {srv}")
+        self.assertIn(srv["agent"]["state"], ("off", "up"), srv)
+        srv = self.wait_agent("p", "a", "passed", "up 50%")
+        self.assertEqual((srv["state"], srv["share"], srv["agent"]["state"]), ("up", 0.5, "up"),
+                         srv)
+        self.assert_consistent()
+
     # ------------------------------------------------------- drain, faults
 
     def start_streams(self, names=("A", "B")):
