@@ -678,23 +678,34 @@ hc_probe_talk_end(struct hc_probe *p)
     hc_probe_done(p, t->passed, "%s", t->detail);
 }
 
+/* Sends buf[p->sent..len) on the plain socket. 0 when all of it is out,
+ * 1 to wait for the socket's next edge, -1 when the probe ended. */
+static int
+hc_probe_send_rest(struct hc_probe *p, const void *buf, size_t len)
+{
+    char ebuf[96];
+    ssize_t n;
+
+    while (p->sent < len) {
+        n = hc_probe_send(p, (const char *)buf + p->sent, len - p->sent);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return 1;
+            hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
+            return -1;
+        }
+        p->sent += (size_t)n;
+    }
+    return 0;
+}
+
 static void
 hc_probe_talk_send(struct hc_probe *p)
 {
     struct hc_talk *t = p->talk;
-    char ebuf[96];
-    ssize_t n;
 
-    while (p->sent < t->out_len) {
-        n = hc_probe_send(p, t->out + p->sent, t->out_len - p->sent);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return;                 /* the next edge */
-            hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
-            return;
-        }
-        p->sent += (size_t)n;
-    }
+    if (hc_probe_send_rest(p, t->out, t->out_len) != 0)
+        return;
     t->out_len = 0;
     p->sent = 0;
     hc_probe_talk_next(p, t->in_len > 0 ? hc_talk_feed(t, NULL, 0) : HC_TALK_READ);
@@ -908,20 +919,9 @@ static void
 hc_probe_agent_send(struct hc_probe *p)
 {
     const struct hc_spec *sp = &p->tg->spec;
-    char ebuf[96];
-    ssize_t n;
 
-    while (p->sent < sp->send_len) {
-        n = hc_probe_send(p, sp->send + p->sent, sp->send_len - p->sent);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return;                 /* the next edge */
-            hc_probe_done(p, false, "send: %s", hc_probe_strerror(errno, ebuf, sizeof(ebuf)));
-            return;
-        }
-        p->sent += (size_t)n;
-    }
-    hc_probe_agent_read(p);
+    if (hc_probe_send_rest(p, sp->send, sp->send_len) == 0)
+        hc_probe_agent_read(p);
 }
 
 static void
