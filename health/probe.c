@@ -872,9 +872,9 @@ hc_probe_grpc_begin(struct hc_probe *p)
 
 /* ---------------------------------------------------------------- agent */
 
-/* The line decided: a reply that parses passes, with the line (printable
- * bytes and tabs, a separator; others as '?') as its detail; anything else fails and the caller
- * keeps the agent's last verdict. */
+/* The line decided: a reply that parses passes, with the line as its
+ * detail (printable bytes and tabs, a separator; others as '?'); anything
+ * else fails, and the caller keeps the agent's last verdict. */
 static void
 hc_probe_agent_end(struct hc_probe *p, enum hc_agent_read st)
 {
