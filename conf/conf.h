@@ -146,6 +146,17 @@ struct conf_bytes {
     uint8_t v[CONF_BYTES_MAX];
 };
 
+/* outlier = errors:N, window:D, eject:D, max_eject:P%: live-traffic
+ * errors that eject a server for a while (balancer/bal_outlier.h; parsed by
+ * conf_outlier.c). errors 0 is off: the key empty or absent. */
+struct conf_outlier {
+    uint32_t errors;                /* 1..1000, 0 = off */
+    uint64_t window_ms;             /* 100ms..1h, default 10s */
+    uint64_t eject_ms;              /* 100ms..1h, default 30s: the first
+                                       ejection; repeats double, to 10x */
+    uint32_t max_eject_percent;     /* 0..100, default 50 */
+};
+
 struct conf_global {
     uint32_t workers;               /* 0 in the file = one per CPU; resolved
                                        to the affinity mask's count by
@@ -259,6 +270,11 @@ struct conf_pool {
     struct conf_count_or_percent min_servers;
     uint64_t drain_timeout_ms;
     uint32_t observe_errors;
+    struct conf_outlier outlier;
+    uint64_t first_byte_timeout_ms; /* the client sent data and the server
+                                       nothing for this long: an outlier
+                                       error (no_first_byte); 0 = off,
+                                       needs outlier */
 };
 
 /* route = PATTERN POOL: TLS passthrough routed by the client's SNI.

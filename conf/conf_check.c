@@ -489,5 +489,6 @@ conf_check_pools(struct conf_parse *p)
         conf_check_protocol(p, pool, l);
         conf_check_dgram(p, pool, l);
         conf_check_health_inputs(p, pool, l);
+        conf_check_outlier(p, pool, l);
     }
 }

@@ -67,6 +67,9 @@ static int conf_set_rate(const struct conf_key *k, void *field,
 static int conf_set_dgram(const struct conf_key *k, void *field,
                           const char *value, int line, char *err,
                           size_t errlen);
+static int conf_set_outlier(const struct conf_key *k, void *field,
+                            const char *value, int line, char *err,
+                            size_t errlen);
 
 /* Enum fields are written through an int: the compiler may pick any
  * integer type for an enum, so make sure it picked int's size. */
@@ -143,6 +146,7 @@ static const conf_set_pt conf_setters[CONF_TYPES] = {
     [CONF_TYPE_DNS_TYPE] = conf_set_dgram,
     [CONF_TYPE_DNS_RCODES] = conf_set_dgram,
     [CONF_TYPE_BYTES] = conf_set_dgram,
+    [CONF_TYPE_OUTLIER] = conf_set_outlier,
 };
 
 /* Duration bounds in milliseconds. */
@@ -300,6 +304,10 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_DURATION(struct conf_pool, "drain_timeout", drain_timeout_ms, "30s",
                   0, CONF_HOURS(24)),
     CONF_COUNT(struct conf_pool, observe_errors, "3", 0, 1000),
+    /* outlier detection (conf_outlier.c): first_byte_timeout needs outlier */
+    CONF_TYPED(struct conf_pool, "outlier", outlier, CONF_TYPE_OUTLIER, "", 0),
+    CONF_DURATION(struct conf_pool, "first_byte_timeout", first_byte_timeout_ms, "0", 0,
+                  CONF_HOURS(1)),
 };
 
 #define CONF_TABLE(name, keys) { name, keys, sizeof(keys) / sizeof(keys[0]) }
@@ -619,6 +627,13 @@ conf_set_dgram(const struct conf_key *k, void *field, const char *value,
     if (k->type == CONF_TYPE_DNS_RCODES)
         return conf_parse_dns_rcodes(value, field, err, errlen);
     return conf_parse_bytes(value, field, err, errlen);
+}
+
+static int
+conf_set_outlier(const struct conf_key *k, void *field, const char *value,
+                 int line, char *err, size_t errlen)
+{
+    return conf_parse_outlier(value, field, err, errlen);
 }
 
 static int

@@ -45,6 +45,7 @@ enum conf_type {
     CONF_TYPE_DNS_TYPE,             /* uint16_t, a type name or TYPEnnn */
     CONF_TYPE_DNS_RCODES,           /* uint16_t, a bit per RCODE named */
     CONF_TYPE_BYTES,                /* struct conf_bytes, "" = len 0 */
+    CONF_TYPE_OUTLIER,              /* struct conf_outlier, "" = off */
     CONF_TYPES
 };
 
@@ -54,7 +55,7 @@ enum conf_type {
                                        allow) */
 
 /* Enough for the longest table (pool); a static assertion keeps it so. */
-#define CONF_KEYS_MAX 48
+#define CONF_KEYS_MAX 56
 
 struct conf_key {
     const char *name;

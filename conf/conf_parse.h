@@ -80,6 +80,9 @@ void conf_ini_parse(struct conf_parse *p);
 /* The checks that need the whole file; run after the defaults are merged.
  * Also resolves each frontend's pool_index. */
 void conf_check(struct conf_parse *p);
+/* first_byte_timeout against outlier (conf_outlier.c). */
+void conf_check_outlier(struct conf_parse *p, const struct conf_pool *pool,
+                        const struct conf_lines *l);
 /* The datagram checks' keys of one pool against its check (conf_dgram.c). */
 void conf_check_dgram(struct conf_parse *p, const struct conf_pool *pool,
                       const struct conf_lines *l);

@@ -69,6 +69,12 @@ int conf_parse_dns_type(const char *s, uint16_t *out, char *err, size_t errlen);
 int conf_parse_dns_rcodes(const char *s, uint16_t *out, char *err, size_t errlen);
 int conf_parse_bytes(const char *s, struct conf_bytes *out, char *err, size_t errlen);
 
+/* outlier (conf_outlier.c): "" is off (errors 0); else comma-separated
+ * parts errors:N (required, 1..1000), window:D (100ms..1h, default 10s),
+ * eject:D (100ms..1h, default 30s), max_eject:P% (0%..100%, default 50%),
+ * in any order, each at most once. Each message names its part. */
+int conf_parse_outlier(const char *s, struct conf_outlier *out, char *err, size_t errlen);
+
 /* Unsigned decimal integer: digits only (no sign, space, or empty). */
 int conf_parse_uint(const char *s, uint64_t *out, char *err, size_t errlen);
 
