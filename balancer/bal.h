@@ -296,6 +296,8 @@ enum bal_cause {
     BAL_CAUSE_TIME,             /* time passed: slow-start ramps move on */
     BAL_CAUSE_AGENT,            /* server `cause`'s agent said something
                                    else than before */
+    BAL_CAUSE_OUTLIER,          /* server `cause` was ejected by outlier
+                                   detection, or its eject time is over */
 };
 
 /* Why a server moved; the caller turns it into its log text. */
@@ -312,6 +314,8 @@ enum bal_why {
     BAL_WHY_GUARD_RELEASE,      /* failing, let go by min_servers */
     BAL_WHY_AGENT,              /* its agent (down, drain, maint, 0%, or
                                    back) */
+    BAL_WHY_OUTLIER,            /* ejected from live traffic, or back at
+                                   the end of its eject time */
 };
 
 struct bal_member {
@@ -337,6 +341,10 @@ struct bal_member {
                                    member `cause` names (many heartbeats
                                    expiring in one tick: one decision) */
     struct bal_agent_verdict agent;     /* zeroed: no agent */
+    bool is_ejected;            /* outlier detection ejected it and its
+                                   eject time is not over (bal_outlier.h):
+                                   a failure, as a failing probe, so the
+                                   guard may hold it */
 
     /* outputs */
     bool in_rotation;

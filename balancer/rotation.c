@@ -44,6 +44,12 @@
  *                                                       heartbeat says
  *                                                       warning
  *
+ * Outlier detection (is_ejected: ejected from live traffic, its eject time
+ * not over) is one more failure beside "down" in the health column's rows:
+ * an ejected server is out as one whose probe fails, and the guard may
+ * hold it. Nothing in this table brings it back early; its caller clears
+ * is_ejected when the eject time is over (bal_outlier.h).
+ *
  * A heartbeat and an agent only ever lower: a fresh "pass", an agent's
  * "up" or "ready", never brings back a server whose probe fails (the
  * agent's "up" kept HAProxy's servers in after their L4 check failed,
@@ -70,7 +76,7 @@
  *
  * The guard: when fewer servers than the floor are in, failing servers
  * (operator in, agent not out, health down, heartbeat or agent "down",
- * not removed) are held in rotation to make up the difference, the least
+ * or ejected, not removed) are held in rotation to make up the difference, the least
  * bad first:
  *   1. those already held, so that a held server is never swapped for
  *      another (no flapping at the floor);
@@ -100,7 +106,7 @@
  * Why a server moved: a removed one, "removed" (none while warm-held); at a build (start or
  * reload), "reload" (or "placed" for its first decision, which is not a
  * change); the server whose input changed, that input ("health", "admin",
- * "beat" or "agent"); any other server moves only because the guard held
+ * "beat", "agent" or "outlier"); any other server moves only because the guard held
  * or let go of it.
  */
 #include "bal.h"
@@ -155,7 +161,7 @@ bal_member_is_healthy(const struct bal_member *m)
 {
     return (m->health == BAL_HEALTH_STARTING || m->health == BAL_HEALTH_UP ||
             m->health == BAL_HEALTH_WARNING) && m->beat != BAL_BEAT_FAIL &&
-           m->agent.state != BAL_AGENT_DOWN;
+           m->agent.state != BAL_AGENT_DOWN && !m->is_ejected;
 }
 
 bool
@@ -242,7 +248,8 @@ bal_member_why(const struct bal_member *m, bool is_cause, enum bal_cause kind)
     if (is_cause)
         return kind == BAL_CAUSE_HEALTH ? BAL_WHY_HEALTH
              : kind == BAL_CAUSE_ADMIN ? BAL_WHY_ADMIN
-             : kind == BAL_CAUSE_AGENT ? BAL_WHY_AGENT : BAL_WHY_BEAT;
+             : kind == BAL_CAUSE_AGENT ? BAL_WHY_AGENT
+             : kind == BAL_CAUSE_OUTLIER ? BAL_WHY_OUTLIER : BAL_WHY_BEAT;
     return m->in_rotation ? BAL_WHY_GUARD_HOLD : BAL_WHY_GUARD_RELEASE;
 }
 
@@ -265,7 +272,7 @@ bal_member_share(struct bal_member *m)
         return m->in_rotation ? (uint32_t)(base > 0 ? base : 1) : 0;
     }
     if (m->why == BAL_WHY_HEALTH || m->why == BAL_WHY_ADMIN || m->why == BAL_WHY_BEAT ||
-        m->why == BAL_WHY_AGENT)
+        m->why == BAL_WHY_AGENT || m->why == BAL_WHY_OUTLIER)
         m->ramp_since_ms = m->now_ms > 0 ? m->now_ms : 1;
     if (m->ramp_since_ms == 0)
         return (uint32_t)(base > 0 ? base : 1);

@@ -61,12 +61,17 @@ struct lb_limit {
 enum lb_main_msg_kind {
     LB_MAIN_SWITCHED = 0,               /* worker now runs gen `number` */
     LB_MAIN_WORKER_EXIT,                /* a worker's loop ended */
+    LB_MAIN_LIVE_ERROR,                 /* client traffic met an error at
+                                           server `server` (outlier) */
 };
 
 struct lb_main_msg {
     enum lb_main_msg_kind kind;
     unsigned worker;
-    uint64_t number;
+    uint64_t number;                    /* SWITCHED: the generation;
+                                           LIVE_ERROR: when (monotonic ms) */
+    uint32_t server;                    /* LIVE_ERROR: the backend's id */
+    unsigned error_kind;                /* LIVE_ERROR: enum bal_outlier_kind */
 };
 
 struct lb_daemon {

@@ -52,8 +52,9 @@ lb_usage(FILE *out)
             "  -h, --help         this help\n");
 }
 
-/* What the workers tell main: one switched generation or ended. (The
- * admin port's orders come on a mailbox of their own: admin_order.c.) */
+/* What the workers tell main: one switched generation or ended, or client
+ * traffic met an error at a server (outlier detection). (The admin port's
+ * orders come on a mailbox of their own: admin_order.c.) */
 static void
 lb_main_on_msgs(void *msgs, size_t n, void *arg)
 {
@@ -68,6 +69,12 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
         case LB_MAIN_WORKER_EXIT:
             if (--d->workers_running == 0)
                 event_base_loopbreak(d->base);
+            break;
+        case LB_MAIN_LIVE_ERROR:
+            pthread_mutex_lock(&d->state_lock);
+            lb_server_live_error(d, m[i].server, (enum bal_outlier_kind)m[i].error_kind,
+                                 m[i].number);
+            pthread_mutex_unlock(&d->state_lock);
             break;
         }
     }

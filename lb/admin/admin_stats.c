@@ -87,6 +87,11 @@ struct lb_server_view {
     uint64_t agent_checks;
     struct lb_check_info last_agent;
     char agent_note[HC_AGENT_NOTE_MAX + 1];
+    bool is_ejected;                    /* outlier detection */
+    double eject_left_s;
+    uint64_t ejections[BAL_OUTLIER_KINDS];
+    uint64_t ejections_refused;
+    char eject_reason[128];             /* "" before the first */
 };
 
 struct lb_stats_snap {
@@ -157,6 +162,14 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
     };
     memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
     memcpy(v->agent_note, b->agent_note, sizeof(v->agent_note));
+    if (pc->outlier.errors > 0 || b->is_ejected) {
+        v->is_ejected = b->is_ejected;
+        v->eject_left_s = b->is_ejected && b->eject_until_ms > now
+                              ? (double)(b->eject_until_ms - now) / 1000.0 : 0;
+        memcpy(v->ejections, b->ejections, sizeof(v->ejections));
+        v->ejections_refused = b->ejections_refused;
+        lb_server_eject_reason(srv, v->eject_reason, sizeof(v->eject_reason));
+    }
 }
 
 /* Caller holds state_lock. Servers a reload removed are listed while their
@@ -305,6 +318,35 @@ lb_admin_agent_json(struct evbuffer *out, const struct lb_server_view *v)
     evbuffer_add_printf(out, ",\"total\":%llu}", (unsigned long long)v->agent_checks);
 }
 
+/* "outlier" (a pool with outlier, or a server still ejected after a
+ * reload turned it off): ejected or not, why (the last ejection's reason,
+ * or the last one the cap refused), the ejections by the kind that
+ * weighed most, and the errors of live traffic seen by kind. */
+static void
+lb_admin_outlier_json(struct evbuffer *out, const struct lb_server_view *v)
+{
+    const struct lb_backend *b = v->srv->b;
+
+    evbuffer_add_printf(out, "{\"ejected\":%s,\"reason\":", v->is_ejected ? "true" : "false");
+    lb_json_str(out, v->eject_reason);
+    LB_ADD_LIT(out, ",\"back_in_s\":");
+    if (v->is_ejected)
+        lb_json_num(out, v->eject_left_s);
+    else
+        LB_ADD_LIT(out, "null");
+    for (int m = 0; m < 2; m++) {
+        evbuffer_add_printf(out, m == 0 ? ",\"ejections\":{" : ",\"errors\":{");
+        for (int k = 0; k < BAL_OUTLIER_KINDS; k++)
+            evbuffer_add_printf(out, "%s\"%s\":%llu", k > 0 ? "," : "",
+                                bal_outlier_kind_name((enum bal_outlier_kind)k),
+                                (unsigned long long)(m == 0 ? v->ejections[k]
+                                                            : LB_LOAD(b->live_errors[k])));
+        LB_ADD_LIT(out, "}");
+    }
+    evbuffer_add_printf(out, ",\"refused_by_max_eject\":%llu}",
+                        (unsigned long long)v->ejections_refused);
+}
+
 void
 lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
                      struct evbuffer *out)
@@ -390,6 +432,11 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     LB_ADD_LIT(out, ",\"agent\":");
     if (v->has_agent)
         lb_admin_agent_json(out, v);
+    else
+        LB_ADD_LIT(out, "null");
+    LB_ADD_LIT(out, ",\"outlier\":");
+    if (srv->pool->conf->outlier.errors > 0 || v->is_ejected)
+        lb_admin_outlier_json(out, v);
     else
         LB_ADD_LIT(out, "null");
     LB_ADD_LIT(out, "}");
@@ -1067,6 +1114,46 @@ lb_prom_frontend_udp(const struct lb_gen *g, struct evbuffer *out)
     }
 }
 
+/* Outlier detection, for the servers of pools with outlier (README,
+ * "Outlier detection"): ejections by the kind of error that weighed most,
+ * live errors by kind, and whether ejected now. */
+static void
+lb_prom_outlier(struct evbuffer *out, const struct lb_stats_snap *sn)
+{
+    const struct lb_gen *g = sn->g;
+    static const char *const names[] = { "lb_server_ejections_total",
+                                         "lb_server_live_errors_total" };
+    static const char *const helps[] = {
+        "Ejections by outlier detection, by the kind of error that weighed most",
+        "Errors of client traffic at the server, by kind",
+    };
+
+    for (int m = 0; m < 2; m++) {
+        lb_prom_head(out, names[m], "counter", helps[m]);
+        for (size_t i = 0; i < g->nservers; i++) {
+            const struct lb_server_view *v = &sn->servers[i];
+
+            for (int k = 0; v->srv->pool->conf->outlier.errors > 0 && k < BAL_OUTLIER_KINDS; k++) {
+                evbuffer_add_printf(out, "%s{pool=\"", names[m]);
+                lb_prom_label(out, v->srv->pool->conf->name);
+                LB_ADD_LIT(out, "\",server=\"");
+                lb_prom_label(out, v->srv->conf->name);
+                evbuffer_add_printf(out, "\",kind=\"%s\"} %llu\n",
+                                    bal_outlier_kind_name((enum bal_outlier_kind)k),
+                                    (unsigned long long)(m == 0 ? v->ejections[k]
+                                                         : LB_LOAD(v->srv->b->live_errors[k])));
+            }
+        }
+    }
+    lb_prom_head(out, "lb_server_ejected", "gauge",
+                 "1 while outlier detection has the server out (the guard may hold it in)");
+    for (size_t i = 0; i < g->nservers; i++)
+        if (sn->servers[i].srv->pool->conf->outlier.errors > 0 || sn->servers[i].is_ejected) {
+            lb_prom_server_labels(out, "lb_server_ejected", sn->servers[i].srv, false);
+            evbuffer_add_printf(out, "%d\n", sn->servers[i].is_ejected);
+        }
+}
+
 int
 lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
 {
@@ -1179,6 +1266,7 @@ lb_admin_metrics(struct lb_daemon *d, struct evbuffer *out)
             lb_prom_server_metrics[m].value(out, v);
         }
     }
+    lb_prom_outlier(out, &sn);
     lb_prom_head(out, "lb_server_state", "gauge",
                  "1 for the server's state: up, draining, down (pages), disabled (maintenance), warning");
     for (size_t i = 0; i < g->nservers + sn.nremoved; i++) {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "bal_outlier.h"            /* enum bal_outlier_kind */
 #include "conf.h"
 #include "core.h"                   /* enum lb_sni_bad */
 
@@ -137,6 +138,12 @@ void lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty);
 /* Called by a session after it ended and unlinked itself (the worker ends
  * its loop during shutdown when it was the last one). */
 void lb_worker_session_gone(struct lb_worker *w);
+
+/* Client traffic met an error of kind k at srv (connect refused or timed
+ * out, a reset or silence before the server's first byte): counted, and
+ * told to main, which decides on ejections (state/outlier.c), when srv's
+ * pool has outlier on. */
+void lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k);
 
 /* -------------------------------------------------------------- queue.c
  * A pool's queue (struct lb_queue, state_types.h): clients that found every
@@ -322,9 +329,11 @@ void lb_udp_drain_scan(struct lb_udp_table *t, uint64_t now, uint64_t *next);
 
 /* The hash a client is balanced by (source): its address, not its port. */
 uint64_t lb_client_hash(const struct sockaddr *sa);
-/* A connect to srv refused or timed out (TCP), or an ICMP port unreachable
- * (UDP): counted, and every observe_errors in a row ask for a probe now. */
-void lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv);
+/* A connect to srv refused or timed out (TCP; k says which), or an ICMP
+ * port unreachable (UDP: refused): counted, every observe_errors in a row
+ * ask for a probe now, and each is a live error (lb_worker_live_error). */
+void lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv,
+                              enum bal_outlier_kind k);
 
 /* ------------------------------------------------------------ session.c */
 

@@ -128,6 +128,10 @@ struct lb_session {
     struct lb_half down;            /* server -> client */
     uint64_t started_ms;
     uint64_t last_active_ms;
+    uint64_t first_sent_ms;         /* the client's first byte for the
+                                       server, 0 = none yet (relaying) */
+    bool is_first_byte_watched;     /* first_byte_timeout: the server has
+                                       not answered yet, nor been blamed */
     uint64_t id;                    /* session_end's id=, v2's UNIQUE_ID */
     union lb_sockaddr client;       /* the peer, or its PROXY header's source */
     union lb_sockaddr local;        /* where it connected (the header's
@@ -188,6 +192,7 @@ static void lb_pace_unlink(struct lb_session *s);
 static void lb_session_queue(struct lb_session *s);
 static void lb_session_on_connect(struct lb_session *s, uint32_t events);
 static void lb_session_on_timer(evutil_socket_t fd, short what, void *arg);
+static uint64_t lb_session_relay_wait(const struct lb_session *s, uint64_t now);
 static void lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events);
 static void lb_session_finish(struct lb_session *s, const char *reason);
 static void lb_session_read_again(struct lb_session *s, uint8_t half);
@@ -574,7 +579,7 @@ lb_session_hello_begin(struct lb_session *s)
  * instead of waiting for the schedule. The probe decides; live errors alone
  * never take a server out. */
 void
-lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv)
+lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k)
 {
     uint32_t every = srv->pool->conf->observe_errors;
     uint32_t n;
@@ -582,6 +587,7 @@ lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv)
     struct hc *hc = atomic_load_explicit(&w->daemon->hc, memory_order_acquire);
 
     atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
+    lb_worker_live_error(w, srv, k);
     n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
     if (every == 0 || n % every != 0 || hc == NULL || srv->pool->conf->check == CONF_CHECK_NONE)
         return;
@@ -607,12 +613,23 @@ lb_session_attempt_end(struct lb_session *s)
     s->server = NULL;
 }
 
-/* The attempt failed: logged and, when is_server_fault, counted against
- * the server (connect_failures, observe_errors). Its connect_timeout
- * running out before its turn to dial came is not the server's fault: no
- * SYN was sent. */
+/* lb_session_connect_failed's fault for an attempt that failed through no
+ * fault of the server. */
+#define LB_NOT_THE_SERVERS BAL_OUTLIER_KINDS
+
+/* How a connect that failed with errno err counts against its server. */
+static enum bal_outlier_kind
+lb_connect_fault(int err)
+{
+    return err == ETIMEDOUT ? BAL_OUTLIER_CONNECT_TIMEOUT : BAL_OUTLIER_CONNECT_REFUSED;
+}
+
+/* The attempt failed: logged and, unless fault is LB_NOT_THE_SERVERS,
+ * counted against the server as that kind of error (connect_failures,
+ * observe_errors, outlier). Its connect_timeout running out before its
+ * turn to dial came is not the server's fault: no SYN was sent. */
 static void
-lb_session_connect_failed(struct lb_session *s, const char *error, bool is_server_fault)
+lb_session_connect_failed(struct lb_session *s, const char *error, enum bal_outlier_kind fault)
 {
     struct lb_server *srv = s->server;
     char lower[96], qbuf[128];
@@ -626,8 +643,8 @@ lb_session_connect_failed(struct lb_session *s, const char *error, bool is_serve
                    s->fe->conf->name, s->pool->conf->name, srv->conf->name,
                    srv->conf->addr.text, s->client_text,
                    lb_log_quote(qbuf, sizeof(qbuf), lower), s->ntried);
-    if (is_server_fault)
-        lb_server_connect_failed(s->w, srv);
+    if (fault != LB_NOT_THE_SERVERS)
+        lb_server_connect_failed(s->w, srv, fault);
     lb_session_attempt_end(s);
 }
 
@@ -719,6 +736,8 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
                                 .is_splice = is_splice };
     s->up.is_src_ending = s->is_client_ending;
     s->last_active_ms = lb_mono_ms();
+    /* conf_check_outlier: never without outlier */
+    s->is_first_byte_watched = s->pool->conf->first_byte_timeout_ms > 0;
     if (s->server->conf->send_proxy != CONF_PROXY_OFF && !lb_session_hold_proxy_header(s))
         return;
     /* Adding the client reports what is pending on it already (the request
@@ -726,7 +745,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
      * had its edges taken then: what followed the header is read now. */
     if ((!s->is_client_watched && lb_session_watch(s, s->cfd, 0) == -1) ||
         lb_session_arm(s, s->up.is_header_held ? LB_PROXY_HOLD_MS
-                                               : s->pool->conf->idle_timeout_ms) == -1) {
+                                               : lb_session_relay_wait(s, s->last_active_ms)) == -1) {
         lb_session_finish(s, "event_add failed");
         return;
     }
@@ -869,7 +888,7 @@ lb_session_wait_expired(struct lb_session *s)
 
     snprintf(msg, sizeof(msg), "timeout after %llu ms waiting for its turn",
              (unsigned long long)s->pool->conf->connect_timeout_ms);
-    lb_session_connect_failed(s, msg, false);
+    lb_session_connect_failed(s, msg, LB_NOT_THE_SERVERS);
     lb_session_connect(s);
 }
 
@@ -1107,7 +1126,7 @@ lb_session_dial(struct lb_session *s)
     /* An immediate failure (no route, no local port left): the other
      * servers may still be reachable. Refusals arrive later, through
      * lb_session_on_connect. */
-    lb_session_connect_failed(s, strerror(errno), true);
+    lb_session_connect_failed(s, strerror(errno), lb_connect_fault(errno));
     return false;
 }
 
@@ -1219,7 +1238,7 @@ lb_session_on_connect(struct lb_session *s, uint32_t events)
     }
     if (err == 0)
         return;                         /* nothing decided yet */
-    lb_session_connect_failed(s, strerror(err), true);
+    lb_session_connect_failed(s, strerror(err), lb_connect_fault(err));
     lb_session_connect(s);
 }
 
@@ -1267,6 +1286,25 @@ lb_session_syn_grace(struct lb_session *s)
         return false;
     s->is_syn_grace = true;
     return lb_session_arm(s, (uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS) == 0;
+}
+
+/* How long a relaying session's timer waits from now: the rest of its
+ * idle period, or less while first_byte_timeout watches the server (the
+ * client's first byte does not re-arm the timer: a timer that finds the
+ * clock started waits out the rest, so a session costs one more wakeup at
+ * most). */
+static uint64_t
+lb_session_relay_wait(const struct lb_session *s, uint64_t now)
+{
+    uint64_t idle = s->pool->conf->idle_timeout_ms, fbt = s->pool->conf->first_byte_timeout_ms;
+    uint64_t quiet = now > s->last_active_ms ? now - s->last_active_ms : 0;
+    uint64_t wait = quiet < idle ? idle - quiet : 0, fb = fbt;
+
+    if (!s->is_first_byte_watched)
+        return wait;
+    if (s->first_sent_ms != 0)
+        fb = s->first_sent_ms + fbt > now ? s->first_sent_ms + fbt - now : 0;
+    return fb < wait ? fb : wait;
 }
 
 static void
@@ -1324,7 +1362,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
             return;
         snprintf(msg, sizeof(msg), "timeout after %llu ms",
                  (unsigned long long)s->pool->conf->connect_timeout_ms);
-        lb_session_connect_failed(s, msg, true);
+        lb_session_connect_failed(s, msg, BAL_OUTLIER_CONNECT_TIMEOUT);
         lb_session_connect(s);
         return;
     }
@@ -1332,6 +1370,14 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
      * alone (a server that speaks first waits for it). */
     if (s->up.is_header_held && !lb_half_send_held(&s->up))
         return;
+    /* first_byte_timeout: the client's bytes went to the server and
+     * nothing came back for that long. A live error of the server, once a
+     * session; the session goes on (idle_timeout still ends it). */
+    if (s->is_first_byte_watched && s->first_sent_ms != 0 &&
+        now - s->first_sent_ms >= s->pool->conf->first_byte_timeout_ms) {
+        s->is_first_byte_watched = false;
+        lb_worker_live_error(s->w, s->server, BAL_OUTLIER_NO_FIRST_BYTE);
+    }
     /* Idle: reads only stamp last_active_ms; the timer re-arms itself for
      * the rest of the period instead of being re-added on every read. */
     idle = s->pool->conf->idle_timeout_ms;
@@ -1340,7 +1386,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
         lb_session_finish(s, "idle timeout");
         return;
     }
-    if (lb_session_arm(s, idle - quiet) == -1)
+    if (lb_session_arm(s, lb_session_relay_wait(s, now)) == -1)
         lb_session_finish(s, "event_add failed");
 }
 
@@ -1349,8 +1395,15 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
 static void
 lb_half_count(struct lb_half *h, size_t n)
 {
-    struct lb_server *srv = h->s->server;
+    struct lb_session *s = h->s;
+    struct lb_server *srv = s->server;
 
+    if (s->is_first_byte_watched) {
+        if (!h->is_upstream)
+            s->is_first_byte_watched = false;       /* the server answered */
+        else if (h->bytes == 0)
+            s->first_sent_ms = lb_mono_ms();
+    }
     h->bytes += n;
     if (h->is_upstream)
         atomic_fetch_add_explicit(&srv->b->bytes_out, n, memory_order_relaxed);
@@ -1392,12 +1445,19 @@ lb_half_shut(struct lb_half *h)
     return true;
 }
 
-static const char *
-lb_half_error_reason(const struct lb_half *h, bool on_src)
+/* A read from h's source (on_src) or a write to its destination failed
+ * with errno: the session ends. The server's reset before its first byte
+ * (a write to it may see it first, as EPIPE) is a live error of the server
+ * (outlier detection): it accepted, then failed the request. */
+static void
+lb_half_fail(struct lb_half *h, bool on_src)
 {
-    bool client = h->is_upstream == on_src;
+    struct lb_session *s = h->s;
+    bool is_client = h->is_upstream == on_src;
 
-    return client ? "client error" : "server error";
+    if (!is_client && s->down.bytes == 0 && (errno == ECONNRESET || errno == EPIPE))
+        lb_worker_live_error(s->w, s->server, BAL_OUTLIER_RESET);
+    lb_session_finish(s, is_client ? "client error" : "server error");
 }
 
 /* Reads and writes on until the source runs dry, the destination is full
@@ -1425,7 +1485,7 @@ lb_half_got(struct lb_half *h, ssize_t n, int round, bool *is_alive)
             lb_half_release(h);
             return false;
         }
-        lb_session_finish(s, lb_half_error_reason(h, true));
+        lb_half_fail(h, true);
         *is_alive = false;
         return false;
     }
@@ -1449,7 +1509,7 @@ lb_half_send_held(struct lb_half *h)
     w = send(h->dst_fd, h->buf->data, h->len, MSG_NOSIGNAL);
     if (w < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            lb_session_finish(h->s, lb_half_error_reason(h, false));
+            lb_half_fail(h, false);
             return false;
         }
         w = 0;
@@ -1476,7 +1536,7 @@ lb_half_read_held(struct lb_half *h)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return true;
     if (n < 0) {
-        lb_session_finish(s, lb_half_error_reason(h, true));
+        lb_half_fail(h, true);
         return false;
     }
     if (n > 0) {
@@ -1488,7 +1548,7 @@ lb_half_read_held(struct lb_half *h)
         return false;
     /* The hold is over: the timer goes back to the idle timeout now, not
      * by firing (a wakeup of the loop for nothing, on most sessions). */
-    if (lb_session_arm(s, s->pool->conf->idle_timeout_ms) == -1) {
+    if (lb_session_arm(s, lb_session_relay_wait(s, lb_mono_ms())) == -1) {
         lb_session_finish(s, "event_add failed");
         return false;
     }
@@ -1558,7 +1618,7 @@ lb_half_read(struct lb_half *h)
         }
         if (w < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                lb_session_finish(s, lb_half_error_reason(h, false));
+                lb_half_fail(h, false);
                 return false;
             }
             w = 0;
@@ -1585,7 +1645,7 @@ lb_half_splice_out(struct lb_half *h)
     if (w < 0) {
         if (errno == EAGAIN || errno == EINTR)
             return h->len;
-        lb_session_finish(h->s, lb_half_error_reason(h, false));
+        lb_half_fail(h, false);
         return -1;
     }
     h->len -= (uint32_t)w;
@@ -1644,7 +1704,7 @@ lb_half_flush(struct lb_half *h)
     if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return true;
-        lb_session_finish(s, lb_half_error_reason(h, false));
+        lb_half_fail(h, false);
         return false;
     }
     s->last_active_ms = lb_mono_ms();

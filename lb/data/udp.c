@@ -405,7 +405,7 @@ lb_flow_touch(struct lb_flow *f, uint64_t now)
 static void
 lb_flow_refused(struct lb_flow *f)
 {
-    lb_server_connect_failed(f->t->w, f->server);
+    lb_server_connect_failed(f->t->w, f->server, BAL_OUTLIER_CONNECT_REFUSED);
     lb_flow_end(f, "refused");
 }
 

@@ -290,6 +290,18 @@ lb_worker_tell_main(struct lb_worker *w, const struct lb_main_msg *m)
     }
 }
 
+void
+lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k)
+{
+    struct lb_main_msg m = { .kind = LB_MAIN_LIVE_ERROR, .worker = w->id,
+                             .number = lb_mono_ms(), .server = srv->b->id, .error_kind = k };
+
+    atomic_fetch_add_explicit(&srv->b->live_errors[k], 1, memory_order_relaxed);
+    /* Lost when out of memory: one error fewer in a window, no harm. */
+    if (srv->pool->conf->outlier.errors > 0)
+        (void)lb_mailbox_post(w->daemon->mailbox, &m);
+}
+
 /* Called after each turn of the loop of a worker that shares a CPU with
  * another. A worker that always finds events never sleeps, and the kernel
  * preempts it only at a scheduler tick (4 ms at HZ=250, with a server

@@ -15,8 +15,9 @@
  * Besides probes and operators, three inputs reach the decision here: a
  * server's own heartbeats (heartbeat_ttl) and its agent's replies
  * (agent_port), which can only lower its health, and time, through a
- * 100 ms tick on main that expires heartbeats and moves slow-start ramps
- * on.
+ * 100 ms tick on main that expires heartbeats, moves slow-start ramps on
+ * and ends ejections (outlier.c, the fourth input: errors of live
+ * traffic).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 
 #include "daemon.h"
 #include "state.h"
+#include "state_int.h"
 
 /* What the decisions keep between them: main allocates it at start
  * (lb_state_init) and frees it at exit. Under daemon->state_lock, but
@@ -107,11 +109,17 @@ lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char 
         return "reload";
     case BAL_WHY_GUARD_HOLD:
         return "guard: held in rotation by min_servers";
-    case BAL_WHY_GUARD_RELEASE:
+    case BAL_WHY_GUARD_RELEASE: {
         /* out because the guard let go: say why it was failing */
+        char eject[128];
+
+        if (srv->b->is_ejected)
+            lb_server_eject_reason(srv, eject, sizeof(eject));
         snprintf(buf, len, "guard released: %s",
-                 srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
+                 srv->b->is_ejected ? eject
+                 : srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
         return buf;
+    }
     default:
         return cause_reason;
     }
@@ -166,7 +174,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
         atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
     atomic_store_explicit(&b->is_failing, !m->in_rotation &&
                           (b->health.state == BAL_HEALTH_DOWN || m->beat == BAL_BEAT_FAIL ||
-                           m->agent.state == BAL_AGENT_DOWN),
+                           m->agent.state == BAL_AGENT_DOWN || m->is_ejected),
                           memory_order_relaxed);
     if (m->is_warning != b->is_warning) {
         b->is_warning = m->is_warning;
@@ -241,7 +249,10 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .is_new = !b->is_decided,
             .was_in_rotation = atomic_load_explicit(&b->live.in_rotation, memory_order_relaxed),
             .was_guarded = b->is_guarded,
-            .down_since_ms = b->down_since_ms,
+            /* the guard holds the latest failures first, whichever
+             * input failed */
+            .down_since_ms = b->is_ejected && b->ejected_at_ms > b->down_since_ms
+                                 ? b->ejected_at_ms : b->down_since_ms,
             .drain_timeout_ms = spc->drain_timeout_ms,
             .may_warm_hold = warm_hold && b->is_removed,
             .beat = spc->heartbeat_ttl_ms > 0 ? b->beat : BAL_BEAT_OFF,
@@ -251,6 +262,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .ramp_since_ms = b->ramp_since_ms,
             .is_cause = kind == BAL_CAUSE_BEAT && b->is_beat_news,
             .agent = lb_server_agent(srv),
+            .is_ejected = b->is_ejected,
         };
         in_count += m[i].was_in_rotation && !b->is_removed;
     }
@@ -267,7 +279,7 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
     return held;
 }
 
-static void
+void
 lb_pool_decide(struct lb_daemon *d, struct lb_pool *pool, enum bal_cause kind,
                const struct lb_server *cause, const char *reason, double detection_ms)
 {
@@ -672,6 +684,7 @@ lb_server_on_tick(evutil_socket_t fd, short what, void *arg)
             is_ramping |= pool->servers[k].b->ramp_since_ms != 0;
         if (is_ramping)
             lb_pool_decide(d, pool, BAL_CAUSE_TIME, NULL, "slow start", 0);
+        lb_outlier_tick(d, pool, now);
     }
     pthread_mutex_unlock(&d->state_lock);
 }

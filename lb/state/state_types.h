@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "bal.h"
+#include "bal_outlier.h"
 #include "conf.h"
 #include "core.h"
 #include "data.h"               /* enum lb_deny_reason */
@@ -47,9 +48,13 @@ struct lb_backend {
     _Atomic uint64_t observed_probes;   /* out-of-schedule probes asked */
     _Atomic uint64_t udp_datagrams_sent;        /* to the server */
     _Atomic uint64_t udp_datagrams_received;    /* from it */
+    /* errors of client traffic, by kind (enum bal_outlier_kind): counted
+     * whether its pool has outlier on or not */
+    _Atomic uint64_t live_errors[BAL_OUTLIER_KINDS];
     /* main writes, workers read: out of rotation because it fails (its
-     * probes or heartbeat), not by an operator or a reload: its UDP flows
-     * move to another server at their next datagram */
+     * probes, heartbeat, agent's down, or an ejection), not by an operator
+     * or a reload: its UDP flows move to another server at their next
+     * datagram */
     _Atomic bool is_failing;
     /* main writes, workers read: when this server's open connections are
      * closed (monotonic ms; 0 = never: it is in rotation) */
@@ -98,6 +103,17 @@ struct lb_backend {
     uint64_t agent_seq;                 /* newest agent reply applied */
     uint64_t agent_checks;
     struct lb_check_info last_agent;
+    /* outlier detection (pool key outlier, state/outlier.c): the errors in
+     * its window, and its ejections */
+    struct bal_outlier outlier;
+    bool is_ejected;                    /* out until eject_until_ms: the
+                                           decision's input */
+    uint64_t ejected_at_ms;             /* monotonic: its failure's start,
+                                           for the guard's order */
+    uint64_t eject_until_ms;
+    uint64_t ejections[BAL_OUTLIER_KINDS];  /* by the kind that weighed
+                                               most */
+    uint64_t ejections_refused;         /* by max_eject */
     /* decided: warning (published, for its logs) and the slow start */
     bool is_warning;
     uint64_t ramp_since_ms;             /* 0 = not ramping */
@@ -143,6 +159,9 @@ struct lb_pool_shared {
     uint64_t beat_window_ms;
     uint32_t beat_decisions;
     bool has_beat_news;
+    bool has_ejected;                   /* under state_lock: a server of the
+                                           pool may be ejected (the tick
+                                           looks for the end of its time) */
 };
 
 struct lb_pool {

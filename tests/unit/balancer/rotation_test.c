@@ -1,5 +1,5 @@
-/* Tests balancer/rotation.c: one server's truth table (its agent's column
- * included), the minimum-pool guard over a pool (with agents that fail or
+/* Tests balancer/rotation.c: one server's truth table (its agent's and
+ * outlier detection's columns included), the minimum-pool guard over a pool (with agents that fail or
  * ask out), the floor, the operator's state, the drain deadline, the share
  * (warn, agent, slow start). */
 #include <stdint.h>
@@ -27,11 +27,13 @@ enum cause_case {
     CC_HEALTH_OTHER,            /* the other server's health verdict */
     CC_BEAT_SELF,               /* this server's heartbeat changed */
     CC_AGENT_SELF,              /* this server's agent said something new */
+    CC_OUTLIER_SELF,            /* this server was ejected, or is back */
     CC_COUNT
 };
 
 static const char *const cause_names[] = { "build", "health-self", "admin-self",
-                                           "health-other", "beat-self", "agent-self" };
+                                           "health-other", "beat-self", "agent-self",
+                                           "outlier-self" };
 static const char *const beat_names[] = { "off", "pass", "warn", "fail" };
 
 /* The agent's N%: none given, 50%, 0%. */
@@ -55,6 +57,7 @@ struct combo {
     enum bal_beat beat;
     enum bal_agent agent;
     enum agent_share_case agent_share;
+    bool is_ejected;            /* by outlier detection */
     bool in;                    /* expected in_rotation, once known */
 };
 
@@ -66,7 +69,7 @@ struct combo {
 
 struct rule {
     unsigned health, admin, is_zero_weight, is_api_removed, is_removed, is_new, was_in,
-             was_guarded, cause, in, beat, agent, agent_share;
+             was_guarded, cause, in, beat, agent, agent_share, is_ejected;
     long long out;
 };
 #define B(b) (1u << (b))
@@ -87,6 +90,8 @@ static const struct rule in_rules[] = {
                                                                    haproxy#1176 */
     { .beat = B(BAL_BEAT_FAIL), .out = 0 },                     /* only lowers */
     { .agent = G(BAL_AGENT_DOWN), .out = 0 },                   /* only lowers */
+    { .is_ejected = YES, .out = 0 },                            /* whatever the
+                                                                   probe says */
     { .health = H(BAL_HEALTH_STARTING) | H(BAL_HEALTH_UP) | H(BAL_HEALTH_WARNING), .out = 1 },
 };
 
@@ -112,6 +117,7 @@ static const struct rule why_rules[] = {
     { .cause = C(CC_ADMIN_SELF), .out = BAL_WHY_ADMIN },
     { .cause = C(CC_BEAT_SELF), .out = BAL_WHY_BEAT },
     { .cause = C(CC_AGENT_SELF), .out = BAL_WHY_AGENT },
+    { .cause = C(CC_OUTLIER_SELF), .out = BAL_WHY_OUTLIER },
     /* another server's change moves this one only through the guard */
     { .cause = C(CC_HEALTH_OTHER), .in = YES, .out = BAL_WHY_GUARD_HOLD },
     { .cause = C(CC_HEALTH_OTHER), .in = NO, .out = BAL_WHY_GUARD_RELEASE },
@@ -180,18 +186,20 @@ rule_matches(const struct rule *r, const struct combo *c)
            field_matches(r->was_guarded, c->was_guarded) &&
            field_matches(r->cause, c->cause) && field_matches(r->in, c->in) &&
            field_matches(r->beat, c->beat) && field_matches(r->agent, c->agent) &&
-           field_matches(r->agent_share, c->agent_share);
+           field_matches(r->agent_share, c->agent_share) &&
+           field_matches(r->is_ejected, c->is_ejected);
 }
 
 static void
 print_combo(const struct combo *c, size_t pos)
 {
     fprintf(stderr, "  [health=%s admin=%s weight=%u api_removed=%d removed=%d new=%d "
-            "was_in=%d was_guarded=%d cause=%s beat=%s agent=%s agent_share=%s at index %zu]\n",
+            "was_in=%d was_guarded=%d cause=%s beat=%s agent=%s agent_share=%s ejected=%d "
+            "at index %zu]\n",
             bal_health_state_name(c->health), bal_admin_name(c->admin),
             c->is_zero_weight ? 0 : WEIGHT, c->is_api_removed, c->is_removed, c->is_new,
             c->was_in, c->was_guarded, cause_names[c->cause], beat_names[c->beat],
-            bal_agent_name(c->agent), agent_share_names[c->agent_share], pos);
+            bal_agent_name(c->agent), agent_share_names[c->agent_share], c->is_ejected, pos);
 }
 
 static long long
@@ -239,6 +247,7 @@ check_combo(struct combo *c, size_t pos)
         .beat = c->beat, .warn_share = WARN_SHARE,
         .agent = { .state = c->agent, .has_share = c->agent_share != AS_NONE,
                    .share = c->agent_share == AS_HALF ? BAL_SHARE_FULL / 2 : 0 },
+        .is_ejected = c->is_ejected,
     };
     switch (c->cause) {
     case CC_BUILD: kind = BAL_CAUSE_BUILD; break;     /* cause ignored */
@@ -247,6 +256,7 @@ check_combo(struct combo *c, size_t pos)
     case CC_HEALTH_OTHER: kind = BAL_CAUSE_HEALTH; cause = other; break;
     case CC_BEAT_SELF: kind = BAL_CAUSE_BEAT; break;
     case CC_AGENT_SELF: kind = BAL_CAUSE_AGENT; break;
+    case CC_OUTLIER_SELF: kind = BAL_CAUSE_OUTLIER; break;
     case CC_COUNT: break;
     }
 
@@ -296,13 +306,15 @@ test_truth_table(void)
     for (int was_guarded = 0; was_guarded < 2; was_guarded++)
     for (int cause = 0; cause < CC_COUNT; cause++)
     for (int agent = 0; agent < 5; agent++)
-    for (int agent_share = 0; agent_share < AS_COUNT; agent_share++) {
+    for (int agent_share = 0; agent_share < AS_COUNT; agent_share++)
+    for (int ejected = 0; ejected < 2; ejected++) {
         struct combo c = {
             .health = healths[h], .admin = admins[a], .is_zero_weight = zero_weight,
             .is_api_removed = api_removed, .is_removed = removed,
             .is_new = is_new, .was_in = was_in, .was_guarded = was_guarded,
             .cause = (enum cause_case)cause, .beat = (enum bal_beat)beat,
             .agent = (enum bal_agent)agent, .agent_share = (enum agent_share_case)agent_share,
+            .is_ejected = ejected,
         };
 
         check_combo(&c, 0);
@@ -310,11 +322,11 @@ test_truth_table(void)
         count++;
         in += c.in;
     }
-    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * CC_COUNT * 5 * AS_COUNT);
-    CHECK_EQ_INT(count, 345600);
+    CHECK_EQ_INT(count, 5 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * CC_COUNT * 5 * AS_COUNT * 2);
+    CHECK_EQ_INT(count, 806400);
     /* in rotation only when not removed, admin none, a weight, not
      * deleted, starting, up or warning, the heartbeat not failed, and the
-     * agent off or up at a share above 0% */
+     * agent off or up at a share above 0%, not ejected */
     CHECK_EQ_INT(in, 3 * 3 * 1 * 1 * 1 * 1 * 2 * 2 * 2 * CC_COUNT * 2 * 2);
 }
 
@@ -351,7 +363,7 @@ decide(struct bal_member *m, size_t n, uint32_t floor, enum bal_cause kind, size
         if (s->is_guarded) {
             CHECK(s->in_rotation);
             CHECK((s->health == BAL_HEALTH_DOWN || s->beat == BAL_BEAT_FAIL ||
-                   s->agent.state == BAL_AGENT_DOWN) &&
+                   s->agent.state == BAL_AGENT_DOWN || s->is_ejected) &&
                   s->op.admin == BAL_ADMIN_NONE && !bal_agent_is_out(&s->agent) &&
                   !s->is_removed);
         }
@@ -1585,6 +1597,70 @@ test_agent_state_of(void)
     CHECK(bal_agent_is_out(&(struct bal_agent_verdict){ BAL_AGENT_MAINT, true, 1000 }));
 }
 
+/* Ejected by outlier detection: out as a failing probe is, whatever the
+ * probe says; every server ejected at once leaves the guard holding the
+ * latest failures (the caller gives an ejected server its ejection time as
+ * down_since_ms); the end of its eject time brings it back, with a slow
+ * start. */
+static void
+test_ejected_and_the_guard(void)
+{
+    struct bal_member m[4];
+    uint32_t floor = bal_guard_floor(1, false, 4);
+
+    for (int i = 0; i < 4; i++)
+        m[i] = srv(BAL_HEALTH_UP, 0);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 4);
+    carry(m, 4);
+    /* one ejected: out, drains, its probe passing changes nothing */
+    m[0].is_ejected = true;
+    m[0].down_since_ms = 100;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_OUTLIER, 0), 3);
+    CHECK(!m[0].in_rotation && !m[0].is_guarded && m[0].drain_restart);
+    CHECK_EQ_INT(m[0].why, BAL_WHY_OUTLIER);
+    CHECK_EQ_INT(m[0].drain_ms, DRAIN_MS);
+    carry(m, 4);
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 0), 3);
+    CHECK(!m[0].in_rotation && m[0].why == BAL_WHY_NONE);
+    carry(m, 4);
+    /* all four ejected (max_eject:100%): the floor of 1 holds the last */
+    for (int i = 1; i < 4; i++) {
+        m[i].is_ejected = true;
+        m[i].down_since_ms = 100 + 10 * (uint64_t)i;
+        decide(m, 4, floor, BAL_CAUSE_OUTLIER, (size_t)i);
+        carry(m, 4);
+    }
+    CHECK(m[3].in_rotation && m[3].is_guarded);
+    for (int i = 0; i < 3; i++)
+        CHECK(!m[i].in_rotation);
+    /* a probe failure on top of an ejection: still the latest held */
+    m[2].health = BAL_HEALTH_DOWN;
+    m[2].down_since_ms = 200;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_HEALTH, 2), 1);
+    CHECK(m[3].in_rotation && m[3].is_guarded && !m[2].in_rotation);
+    carry(m, 4);
+    /* server 0's time is over: back at a slow start's first share; the
+     * guard lets go of server 3 */
+    m[0].is_ejected = false;
+    m[0].slow_start_ms = 1000;
+    m[0].now_ms = 5000;
+    CHECK_EQ_INT(bal_rotation_decide(m, 4, floor, BAL_CAUSE_OUTLIER, 0), 1);
+    CHECK(m[0].in_rotation && m[0].drain_clear && m[0].ramp_since_ms == 5000);
+    CHECK_EQ_INT(m[0].why, BAL_WHY_OUTLIER);
+    CHECK(m[0].share < BAL_SHARE_FULL / 10);
+    CHECK(!m[3].in_rotation && m[3].guard_released);
+    CHECK_EQ_INT(m[3].why, BAL_WHY_GUARD_RELEASE);
+    /* an operator's drain of an ejected server: never held */
+    for (int i = 0; i < 4; i++) {
+        m[i] = srv(BAL_HEALTH_UP, 10);
+        m[i].is_ejected = true;
+    }
+    m[1].op.admin = BAL_ADMIN_DRAIN;
+    m[1].down_since_ms = 99;
+    CHECK_EQ_INT(decide(m, 4, floor, BAL_CAUSE_BUILD, 0), 1);
+    CHECK(!m[1].in_rotation && !m[1].is_guarded);
+}
+
 int
 main(void)
 {
@@ -1612,5 +1688,6 @@ main(void)
     test_agent_share();
     test_agent_warm_hold();
     test_agent_state_of();
+    test_ejected_and_the_guard();
     return CHECK_DONE();
 }
