@@ -49,8 +49,9 @@ TSAN_OPTIONS+=":suppressions=$PWD/tests/tsan.supp"
 # and routes by name (route counts kept across reloads, read by /stats),
 # and UDP flows (each worker's table against the frontend's shared flow
 # count and main's reloads), and agents (main sets a cap the workers read,
-# the admin thread reads the verdict).
-TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared|listener_close|connect_pacing|sni_route|udp|agent_check)$)'
+# the admin thread reads the verdict), and outlier detection (the workers'
+# errors posted to main, which ejects; the admin thread reads it).
+TSAN_TESTS='^(unit/|integration/test_(reload|admin|removal|health)_|integration/test_(queue|burst|discover|takeover|workers_shared|listener_close|connect_pacing|sni_route|udp|agent_check|outlier)$)'
 # ... but test_admin_limits, whose deadlines and descriptor limits are the
 # admin thread's own (25 s of waiting, no other thread involved).
 TSAN_SKIP='^integration/test_admin_limits$'
