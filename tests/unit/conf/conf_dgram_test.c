@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "conf_fixture.h"
 #include "conf.h"
 #include "conf_value.h"
 
@@ -162,38 +163,11 @@ test_dns_values(void)
     CHECK_EQ_INT(v, 1 << 10);
 }
 
-static struct conf *
-load(const char *text, char **errors)
-{
-    struct conf *c = NULL;
-
-    *errors = NULL;
-    if (conf_load_text("t.ini", text, strlen(text), &c, errors) != 0)
-        return NULL;
-    return c;
-}
-
-static void
-expect_errors(int line, const char *text, const char *want)
-{
-    char *errors;
-    struct conf *c = load(text, &errors);
-
-    CHECK(c == NULL);
-    CHECK_EQ_STR(errors, want);
-    if (c != NULL || errors == NULL || strcmp(errors, want) != 0)
-        fprintf(stderr, "  (case at conf_dgram_test.c:%d)\n", line);
-    conf_free(c);
-    free(errors);
-}
-
-#define EXPECT_ERRORS(text, want) expect_errors(__LINE__, text, want)
-
 static void
 test_load(void)
 {
     char *errors;
-    struct conf *c = load(FRONTEND POOL "check = dns\n", &errors);
+    struct conf *c = conf_fixture_load(FRONTEND POOL "check = dns\n", &errors);
     const struct conf_pool *p;
 
     CHECK(c != NULL && errors == NULL);
@@ -209,7 +183,7 @@ test_load(void)
     CHECK_EQ_INT(p->check_expect_bytes.len, 0);
     conf_free(c);
 
-    c = load(FRONTEND POOL "check = dns\ncheck_dns_name = Www.Example.test.\n"
+    c = conf_fixture_load(FRONTEND POOL "check = dns\ncheck_dns_name = Www.Example.test.\n"
              "check_dns_type = txt\ncheck_dns_rcode = NOERROR, NXDOMAIN\n"
              "[pool u]\nserver = u1 127.0.0.1:7\ncheck = udp\ncheck_send = PING\\r\\n\n"
              "check_expect_bytes = 0x504f4e47 ; PONG\ncheck_port = 9\n", &errors);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "conf_fixture.h"
 #include "conf.h"
 #include "conf_value.h"
 
@@ -99,38 +100,11 @@ test_parse(void)
     }
 }
 
-static struct conf *
-load(const char *text, char **errors)
-{
-    struct conf *c = NULL;
-
-    *errors = NULL;
-    if (conf_load_text("t.ini", text, strlen(text), &c, errors) != 0)
-        return NULL;
-    return c;
-}
-
-static void
-expect_errors(int line, const char *text, const char *want)
-{
-    char *errors;
-    struct conf *c = load(text, &errors);
-
-    CHECK(c == NULL);
-    CHECK_EQ_STR(errors, want);
-    if (c != NULL || errors == NULL || strcmp(errors, want) != 0)
-        fprintf(stderr, "  (case at conf_outlier_test.c:%d)\n", line);
-    conf_free(c);
-    free(errors);
-}
-
-#define EXPECT_ERRORS(text, want) expect_errors(__LINE__, text, want)
-
 static void
 test_load(void)
 {
     char *errors;
-    struct conf *c = load(FRONTEND POOL, &errors), *d;
+    struct conf *c = conf_fixture_load(FRONTEND POOL, &errors), *d;
     const struct conf_pool *p;
 
     CHECK(c != NULL && errors == NULL);
@@ -141,7 +115,7 @@ test_load(void)
     CHECK_EQ_INT(p->first_byte_timeout_ms, 0);
     conf_free(c);
 
-    c = load(FRONTEND POOL "outlier = errors:5, window:10s, eject:30s, max_eject:50% ; live\n"
+    c = conf_fixture_load(FRONTEND POOL "outlier = errors:5, window:10s, eject:30s, max_eject:50% ; live\n"
              "first_byte_timeout = 2s\n"
              "[pool other]\nserver = o1 127.0.0.1:9002\noutlier = eject:1m, errors:3\n",
              &errors);
