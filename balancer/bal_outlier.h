@@ -108,11 +108,14 @@ void bal_outlier_init(struct bal_outlier *o);
  * the window holds enough of them, so that a server the cap refused is
  * ejected on its next error once the cap has room. Does nothing and
  * returns false when conf->errors is 0 (off) and while the server is
- * ejected (until bal_outlier_expire brought it back): the errors of
- * connections made before it left do not count towards its next
- * ejection. */
+ * ejected (until bal_outlier_expire brought it back). */
 bool bal_outlier_record(struct bal_outlier *o, const struct bal_outlier_conf *conf,
                         enum bal_outlier_kind k, uint64_t now_ms);
+
+/* The error of a connection begun at began_ms, before the server's last
+ * ejection ended: it met the fault that ejected the server, and must not
+ * count towards its next ejection (the caller drops it before record()). */
+bool bal_outlier_is_before_return(const struct bal_outlier *o, uint64_t began_ms);
 
 /* Ejects the server at now_ms and returns when it is to come back. The
  * length is eject_ms times 2^level, at most BAL_OUTLIER_MAX_FACTOR times;

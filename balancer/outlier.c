@@ -198,6 +198,12 @@ bal_outlier_expire(struct bal_outlier *o, uint64_t now_ms)
 }
 
 bool
+bal_outlier_is_before_return(const struct bal_outlier *o, uint64_t began_ms)
+{
+    return began_ms < o->_back_ms;
+}
+
+bool
 bal_outlier_may_eject(size_t n_total, size_t n_ejected, uint32_t max_eject_percent)
 {
     /* (n_ejected + 1) / n_total <= max / 100, in integers */

@@ -70,6 +70,8 @@ struct lb_main_msg {
     unsigned worker;
     uint64_t number;                    /* SWITCHED: the generation;
                                            LIVE_ERROR: when (monotonic ms) */
+    uint64_t began;                     /* LIVE_ERROR: when its connection
+                                           began (monotonic ms) */
     uint32_t server;                    /* LIVE_ERROR: the backend's id */
     unsigned error_kind;                /* LIVE_ERROR: enum bal_outlier_kind */
 };

@@ -73,7 +73,7 @@ lb_main_on_msgs(void *msgs, size_t n, void *arg)
         case LB_MAIN_LIVE_ERROR:
             pthread_mutex_lock(&d->state_lock);
             lb_server_live_error(d, m[i].server, (enum bal_outlier_kind)m[i].error_kind,
-                                 m[i].number);
+                                 m[i].number, m[i].began);
             pthread_mutex_unlock(&d->state_lock);
             break;
         }

@@ -168,7 +168,8 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
                               ? (double)(b->eject_until_ms - now) / 1000.0 : 0;
         memcpy(v->ejections, b->ejections, sizeof(v->ejections));
         v->ejections_refused = b->ejections_refused;
-        lb_server_eject_reason(srv, v->eject_reason, sizeof(v->eject_reason));
+        if (b->is_ejected || b->ejections_refused > 0 || b->ejected_at_ms != 0)
+            lb_server_eject_reason(srv, v->eject_reason, sizeof(v->eject_reason));
     }
 }
 

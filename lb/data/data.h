@@ -140,10 +140,11 @@ void lb_worker_pipe_put(struct lb_worker *w, struct lb_pipe *p, bool is_empty);
 void lb_worker_session_gone(struct lb_worker *w);
 
 /* Client traffic met an error of kind k at srv (connect refused or timed
- * out, a reset or silence before the server's first byte): counted, and
- * told to main, which decides on ejections (state/outlier.c), when srv's
- * pool has outlier on. */
-void lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k);
+ * out, a reset or silence before the server's first byte) on a connection
+ * begun at began_ms: counted, and told to main, which decides on
+ * ejections (state/outlier.c), when srv's pool has outlier on. */
+void lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k,
+                          uint64_t began_ms);
 
 /* -------------------------------------------------------------- queue.c
  * A pool's queue (struct lb_queue, state_types.h): clients that found every

@@ -132,6 +132,9 @@ struct lb_session {
                                        server, 0 = none yet (relaying) */
     bool is_first_byte_watched;     /* first_byte_timeout: the server has
                                        not answered yet, nor been blamed */
+    bool is_blamed;                 /* a live error of its server counted
+                                       (once a session: a request that
+                                       timed out, then was reset, is one) */
     uint64_t id;                    /* session_end's id=, v2's UNIQUE_ID */
     union lb_sockaddr client;       /* the peer, or its PROXY header's source */
     union lb_sockaddr local;        /* where it connected (the header's
@@ -587,7 +590,7 @@ lb_server_connect_failed(struct lb_worker *w, struct lb_server *srv, enum bal_ou
     struct hc *hc = atomic_load_explicit(&w->daemon->hc, memory_order_acquire);
 
     atomic_fetch_add_explicit(&srv->b->connect_failures, 1, memory_order_relaxed);
-    lb_worker_live_error(w, srv, k);
+    lb_worker_live_error(w, srv, k, lb_mono_ms());      /* a new attempt */
     n = atomic_fetch_add_explicit(&srv->b->live_failures, 1, memory_order_relaxed) + 1;
     if (every == 0 || n % every != 0 || hc == NULL || srv->pool->conf->check == CONF_CHECK_NONE)
         return;
@@ -617,11 +620,26 @@ lb_session_attempt_end(struct lb_session *s)
  * fault of the server. */
 #define LB_NOT_THE_SERVERS BAL_OUTLIER_KINDS
 
-/* How a connect that failed with errno err counts against its server. */
+/* How a connect that failed with errno err counts against its server:
+ * what the server or the way to it answered, or nothing when this host
+ * failed (no local port, no buffer, no memory), which would eject the
+ * healthy servers of a busy node. */
 static enum bal_outlier_kind
 lb_connect_fault(int err)
 {
-    return err == ETIMEDOUT ? BAL_OUTLIER_CONNECT_TIMEOUT : BAL_OUTLIER_CONNECT_REFUSED;
+    switch (err) {
+    case ETIMEDOUT:
+        return BAL_OUTLIER_CONNECT_TIMEOUT;
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case ENETDOWN:
+        return BAL_OUTLIER_CONNECT_REFUSED;
+    default:
+        return LB_NOT_THE_SERVERS;
+    }
 }
 
 /* The attempt failed: logged and, unless fault is LB_NOT_THE_SERVERS,
@@ -1084,7 +1102,7 @@ lb_session_dial(struct lb_session *s)
 {
     struct lb_server *srv = s->server;
     char qbuf[128];
-    int fd;
+    int fd, err;
 
     fd = socket(srv->conf->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -1126,7 +1144,8 @@ lb_session_dial(struct lb_session *s)
     /* An immediate failure (no route, no local port left): the other
      * servers may still be reachable. Refusals arrive later, through
      * lb_session_on_connect. */
-    lb_session_connect_failed(s, strerror(errno), lb_connect_fault(errno));
+    err = errno;
+    lb_session_connect_failed(s, strerror(err), lb_connect_fault(err));
     return false;
 }
 
@@ -1288,22 +1307,31 @@ lb_session_syn_grace(struct lb_session *s)
     return lb_session_arm(s, (uint64_t)(wait_ms > 0 ? wait_ms : 0) + LB_SYN_GRACE_MS) == 0;
 }
 
+/* A live error of the session's server (outlier detection), counted once
+ * a session. */
+static void
+lb_session_blame(struct lb_session *s, enum bal_outlier_kind kind)
+{
+    if (s->is_blamed)
+        return;
+    s->is_blamed = true;
+    lb_worker_live_error(s->w, s->server, kind, s->started_ms);
+}
+
 /* How long a relaying session's timer waits from now: the rest of its
- * idle period, or less while first_byte_timeout watches the server (the
- * client's first byte does not re-arm the timer: a timer that finds the
- * clock started waits out the rest, so a session costs one more wakeup at
- * most). */
+ * idle period, or less once the client's first byte went to a server that
+ * first_byte_timeout watches (lb_half_count re-arms it then: a session
+ * whose client says nothing costs no wakeup more than idle_timeout's). */
 static uint64_t
 lb_session_relay_wait(const struct lb_session *s, uint64_t now)
 {
     uint64_t idle = s->pool->conf->idle_timeout_ms, fbt = s->pool->conf->first_byte_timeout_ms;
     uint64_t quiet = now > s->last_active_ms ? now - s->last_active_ms : 0;
-    uint64_t wait = quiet < idle ? idle - quiet : 0, fb = fbt;
+    uint64_t wait = quiet < idle ? idle - quiet : 0, fb;
 
-    if (!s->is_first_byte_watched)
+    if (!s->is_first_byte_watched || s->first_sent_ms == 0)
         return wait;
-    if (s->first_sent_ms != 0)
-        fb = s->first_sent_ms + fbt > now ? s->first_sent_ms + fbt - now : 0;
+    fb = s->first_sent_ms + fbt > now ? s->first_sent_ms + fbt - now : 0;
     return fb < wait ? fb : wait;
 }
 
@@ -1376,7 +1404,7 @@ lb_session_on_timer(evutil_socket_t fd, short what, void *arg)
     if (s->is_first_byte_watched && s->first_sent_ms != 0 &&
         now - s->first_sent_ms >= s->pool->conf->first_byte_timeout_ms) {
         s->is_first_byte_watched = false;
-        lb_worker_live_error(s->w, s->server, BAL_OUTLIER_NO_FIRST_BYTE);
+        lb_session_blame(s, BAL_OUTLIER_NO_FIRST_BYTE);
     }
     /* Idle: reads only stamp last_active_ms; the timer re-arms itself for
      * the rest of the period instead of being re-added on every read. */
@@ -1399,10 +1427,17 @@ lb_half_count(struct lb_half *h, size_t n)
     struct lb_server *srv = s->server;
 
     if (s->is_first_byte_watched) {
-        if (!h->is_upstream)
+        if (!h->is_upstream) {
             s->is_first_byte_watched = false;       /* the server answered */
-        else if (h->bytes == 0)
+        } else if (h->bytes == 0) {
+            uint64_t fbt = s->pool->conf->first_byte_timeout_ms;
+
             s->first_sent_ms = lb_mono_ms();
+            /* the timer waits for idle_timeout: bring it nearer. Should
+             * event_add fail, the idle timer still ends the session. */
+            if (s->due_ms > s->first_sent_ms + fbt)
+                (void)lb_session_arm(s, fbt);
+        }
     }
     h->bytes += n;
     if (h->is_upstream)
@@ -1456,7 +1491,7 @@ lb_half_fail(struct lb_half *h, bool on_src)
     bool is_client = h->is_upstream == on_src;
 
     if (!is_client && s->down.bytes == 0 && (errno == ECONNRESET || errno == EPIPE))
-        lb_worker_live_error(s->w, s->server, BAL_OUTLIER_RESET);
+        lb_session_blame(s, BAL_OUTLIER_RESET);
     lb_session_finish(s, is_client ? "client error" : "server error");
 }
 

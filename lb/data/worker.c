@@ -291,10 +291,12 @@ lb_worker_tell_main(struct lb_worker *w, const struct lb_main_msg *m)
 }
 
 void
-lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k)
+lb_worker_live_error(struct lb_worker *w, struct lb_server *srv, enum bal_outlier_kind k,
+                     uint64_t began_ms)
 {
     struct lb_main_msg m = { .kind = LB_MAIN_LIVE_ERROR, .worker = w->id,
-                             .number = lb_mono_ms(), .server = srv->b->id, .error_kind = k };
+                             .number = lb_mono_ms(), .began = began_ms, .server = srv->b->id,
+                             .error_kind = k };
 
     atomic_fetch_add_explicit(&srv->b->live_errors[k], 1, memory_order_relaxed);
     /* Lost when out of memory: one error fewer in a window, no harm. */

@@ -51,7 +51,7 @@ lb_outlier_ejected(const struct lb_pool *pool)
 
 void
 lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kind,
-                     uint64_t at_ms)
+                     uint64_t at_ms, uint64_t began_ms)
 {
     const struct lb_gen *g = d->gen;
     struct lb_server *srv = id < g->nby_id ? g->by_id[id] : NULL;
@@ -66,7 +66,8 @@ lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kin
         return;
     b = srv->b;
     oc = lb_outlier_conf(srv->pool->conf);
-    if (!bal_outlier_record(&b->outlier, &oc, kind, at_ms))
+    if (bal_outlier_is_before_return(&b->outlier, began_ms) ||
+        !bal_outlier_record(&b->outlier, &oc, kind, at_ms))
         return;
     bal_outlier_reason(&b->outlier, &oc, reason, sizeof(reason));
     ejected = lb_outlier_ejected(srv->pool);
@@ -96,17 +97,21 @@ lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kin
     lb_pool_decide(d, srv->pool, BAL_CAUSE_OUTLIER, srv, reason, 0);
 }
 
+/* One decision for all that came back in this tick (each one the cause):
+ * a pool whose servers were ejected together gets them back together,
+ * not in a decision of the whole pool per server. */
 void
 lb_outlier_tick(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
 {
     bool is_off = pool->conf->outlier.errors == 0, any = false;
+    const char *reason = is_off ? "outlier: turned off" : "outlier: eject time over";
+    struct lb_server *first = NULL;
 
     if (!pool->shared->has_ejected)
         return;
     for (size_t i = 0; i < pool->conf->nservers; i++) {
         struct lb_server *srv = &pool->servers[i];
         struct lb_backend *b = srv->b;
-        char reason[64];
 
         if (!b->is_ejected)
             continue;
@@ -118,11 +123,14 @@ lb_outlier_tick(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
         if (is_off)
             bal_outlier_init(&b->outlier);
         b->is_ejected = false;
-        snprintf(reason, sizeof(reason), is_off ? "outlier: turned off" : "outlier: eject time over");
+        b->is_outlier_news = true;
+        if (first == NULL)
+            first = srv;
         lb_log(CONF_LOG_INFO, "outlier_return", "pool=%s server=%s addr=%s ejected_ms=%llu "
                "reason=\"%s\"", pool->conf->name, srv->conf->name, srv->conf->addr.text,
                (unsigned long long)(now - b->ejected_at_ms), reason);
-        lb_pool_decide(d, pool, BAL_CAUSE_OUTLIER, srv, reason, 0);
     }
     pool->shared->has_ejected = any;
+    if (first != NULL)
+        lb_pool_decide(d, pool, BAL_CAUSE_OUTLIER, first, reason, 0);
 }

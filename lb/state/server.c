@@ -162,6 +162,7 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
     b->is_guarded = m->is_guarded;
     b->is_decided = true;
     b->is_beat_news = false;
+    b->is_outlier_news = false;
     b->ramp_since_ms = m->ramp_since_ms;
 
     /* The share first: a server coming in is picked at its ramp's share
@@ -260,7 +261,8 @@ lb_decide(struct lb_daemon *d, const struct conf_pool *pc, size_t n, enum bal_ca
             .slow_start_ms = spc->slow_start_ms,
             .now_ms = now,
             .ramp_since_ms = b->ramp_since_ms,
-            .is_cause = kind == BAL_CAUSE_BEAT && b->is_beat_news,
+            .is_cause = (kind == BAL_CAUSE_BEAT && b->is_beat_news) ||
+                        (kind == BAL_CAUSE_OUTLIER && b->is_outlier_news),
             .agent = lb_server_agent(srv),
             .is_ejected = b->is_ejected,
         };

@@ -123,13 +123,14 @@ struct bal_agent_verdict lb_server_agent(const struct lb_server *srv);
 /* ------------------------------------------------------------ outlier.c */
 
 /* An error client traffic met at the server with backend id `id` at at_ms
- * (monotonic), as a worker saw it: counted in its window, and the server
- * ejected (out of rotation, as a failing probe: the guard may hold it)
- * when its pool's outlier says so and max_eject has room. Ignored when the
- * current generation has no such server, and for a pool without outlier.
- * Caller holds state_lock. */
+ * (monotonic), as a worker saw it, on a connection begun at began_ms:
+ * counted in its window, and the server ejected (out of rotation, as a
+ * failing probe: the guard may hold it) when its pool's outlier says so
+ * and max_eject has room. Ignored when the current generation has no such
+ * server, for a pool without outlier, and for a connection begun before
+ * the server's last ejection ended. Caller holds state_lock. */
 void lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kind,
-                          uint64_t at_ms);
+                          uint64_t at_ms, uint64_t began_ms);
 /* Why it was last ejected (or refused by the cap): "outlier: 5 connect
  * timeouts in 10 s". Caller holds state_lock. */
 int lb_server_eject_reason(const struct lb_server *srv, char *buf, size_t len);

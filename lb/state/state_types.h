@@ -108,6 +108,7 @@ struct lb_backend {
     struct bal_outlier outlier;
     bool is_ejected;                    /* out until eject_until_ms: the
                                            decision's input */
+    bool is_outlier_news;               /* back, not decided yet */
     uint64_t ejected_at_ms;             /* monotonic: its failure's start,
                                            for the guard's order */
     uint64_t eject_until_ms;

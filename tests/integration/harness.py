@@ -1121,6 +1121,13 @@ def event_time(ev):
     return ts.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
+def from_slot_ms(ev):
+    """How long a check event's probe ran from its slot: a probe that
+    starts late (lag_ms) still times out check_timeout after its slot, so
+    a timed-out probe's duration_ms alone may be short by its lag."""
+    return float(ev["duration_ms"]) + float(ev.get("lag_ms", 0))
+
+
 HEALTH_EVENTS = ("check", "server_down", "server_up")
 
 # Slack for the upper bound of a health-check timing (a detection latency,

@@ -21,7 +21,8 @@ import statistics
 import time
 
 import harness
-from harness import LbTestCase, event_time, health_history, transition_streak, wait_for
+from harness import (LbTestCase, event_time, from_slot_ms, health_history, transition_streak,
+                     wait_for)
 
 I = 0.2
 T = I                   # the default that follows the interval
@@ -83,7 +84,7 @@ class HealthShortIntervalTest(LbTestCase):
                 self.assertEqual(e.get("detail"),
                                  f"timeout after {int(T * 1000)} ms waiting for the status line", e)
                 # From its slot (the start's lag included), as the timeout counts.
-                ms = float(e["duration_ms"]) + float(e["lag_ms"])
+                ms = from_slot_ms(e)
                 if not T * 1000 - EARLY_END_MS <= ms <= (T + LATE) * 1000:
                     problems.append(f"{name}: a probe took {ms:.1f} ms from its slot, its "
                                     f"timeout is {int(T * 1000)} ms ({e})")

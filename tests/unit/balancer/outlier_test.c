@@ -135,7 +135,12 @@ test_window_state(void)
         CHECK(!bal_outlier_record(&o, &brief, R, t));
     CHECK(!bal_outlier_expire(&o, 1004));
     CHECK(!bal_outlier_record(&o, &brief, R, 1005));    /* not expired yet */
+    CHECK(!bal_outlier_is_before_return(&o, 0));    /* never back yet */
     CHECK(bal_outlier_expire(&o, 1005));
+    /* back: a connection from before it left is not its new error */
+    CHECK(bal_outlier_is_before_return(&o, 4));
+    CHECK(bal_outlier_is_before_return(&o, 1004));
+    CHECK(!bal_outlier_is_before_return(&o, 1005));
     for (uint64_t t = 0; t < 4; t++)
         CHECK(!bal_outlier_record(&o, &brief, R, 1006 + t));
     CHECK(bal_outlier_record(&o, &brief, R, 1010));
