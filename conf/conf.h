@@ -31,6 +31,7 @@ enum conf_discover {
     CONF_DISCOVER_NONE = 0,
     CONF_DISCOVER_DNS_SRV,          /* SRV records of discover_name */
     CONF_DISCOVER_DNS_A,            /* A/AAAA of discover_name, discover_port */
+    CONF_DISCOVER_ETCD,             /* the keys under discover_prefix */
 };
 
 /* The PROXY protocol (HAProxy's proxy-protocol.txt): which version a pool
@@ -113,6 +114,16 @@ enum conf_role {
 
 #define CONF_NAME_MAX 63            /* frontend, pool and server names */
 
+#define CONF_HOST_MAX 253           /* a DNS name's longest text form */
+
+/* One URL of discover_endpoints: scheme://host[:port]. */
+#define CONF_ENDPOINTS_MAX 8
+struct conf_endpoint {
+    bool is_tls;                    /* https */
+    char host[CONF_HOST_MAX + 1];   /* a name or an address, without [] */
+    uint16_t port;                  /* 2379 when the URL gives none */
+};
+
 /* A resolved socket address and the text it was written as. */
 struct conf_addr {
     char text[280];                 /* "host:port" or "[v6]:port", as written */
@@ -179,7 +190,6 @@ struct conf_health {
 /* [admin] allowed_hosts: the names the admin port answers to besides its
  * listen address and localhost (its Host check defeats DNS rebinding). */
 #define CONF_HOSTS_MAX 16
-#define CONF_HOST_MAX 253           /* a DNS name's longest text form */
 struct conf_hosts {
     size_t n;
     char names[CONF_HOSTS_MAX][CONF_HOST_MAX + 1];  /* lower case */
@@ -224,6 +234,13 @@ struct conf_pool {
     uint32_t discover_port;         /* dns-a: the servers' port */
     struct conf_addr discover_resolver; /* len 0: the system's */
     uint64_t discover_interval_ms;
+    char *discover_endpoints;       /* etcd: URLs (conf_endpoints_parse) */
+    char *discover_prefix;          /* etcd: "" when unset */
+    char *discover_user;            /* etcd: "" = no authentication */
+    char *discover_password;
+    char *discover_tls_ca;          /* etcd over https: "" = the system's */
+    uint64_t ephemeral_delete_after_ms; /* an ephemeral server without a
+                                           heartbeat for this long goes */
 
     /* health checks */
     enum conf_check check;
@@ -393,6 +410,11 @@ struct conf *conf_dup(const struct conf *c);
  * are the caller's to refuse. */
 int conf_pool_add_server(struct conf *c, size_t pool_index, const char *text,
                          enum conf_source source, char *err, size_t errlen);
+
+/* discover_endpoints' comma-separated URLs into out (at most max):
+ * their number, or -1 with why in err (naming the URL). */
+int conf_endpoints_parse(const char *text, struct conf_endpoint *out, size_t max, char *err,
+                         size_t errlen);
 
 /* The route of fe that a client asking for name takes (lower case,
  * without a trailing dot, as lb_hello_sni gives it; "" when it sent no

@@ -349,15 +349,64 @@ conf_dns_name_is_valid(const char *s)
     return conf_host_normalise(s, strlen(s), lower);
 }
 
+/* discover = etcd: a prefix, URLs that parse, a user and a password
+ * together, a CA only for https. */
+static void
+conf_check_etcd(struct conf_parse *p, const struct conf_pool *pool, const struct conf_lines *l,
+                int line)
+{
+    int kurls = conf_key_find(CONF_SECTION_POOL, "discover_endpoints");
+    int kuser = conf_key_find(CONF_SECTION_POOL, "discover_user");
+    int kpass = conf_key_find(CONF_SECTION_POOL, "discover_password");
+    int kca = conf_key_find(CONF_SECTION_POOL, "discover_tls_ca");
+    struct conf_endpoint urls[CONF_ENDPOINTS_MAX];
+    char err[CONF_HOST_MAX + 160];
+    bool is_tls = false;
+    int n;
+
+    if (pool->discover_prefix[0] == '\0')
+        conf_error(p, line, "pool %s: discover = etcd needs discover_prefix (e.g. "
+                   "/services/%s/)", pool->name, pool->name);
+    n = conf_endpoints_parse(pool->discover_endpoints, urls, CONF_ENDPOINTS_MAX, err,
+                             sizeof(err));
+    if (n < 0)
+        conf_error(p, l->key[kurls] ? l->key[kurls] : line, "discover_endpoints: %s", err);
+    for (int i = 0; i < n; i++)
+        is_tls |= urls[i].is_tls;
+    if ((pool->discover_user[0] == '\0') != (pool->discover_password[0] == '\0'))
+        conf_error(p, l->key[kuser] ? l->key[kuser] : l->key[kpass],
+                   "pool %s: discover_user and discover_password go together", pool->name);
+    if (pool->discover_tls_ca[0] != '\0' && n > 0 && !is_tls)
+        conf_error(p, l->key[kca], "discover_tls_ca needs an https:// URL in discover_endpoints");
+}
+
 static void
 conf_check_discover(struct conf_parse *p, const struct conf_pool *pool,
                     const struct conf_lines *l)
 {
+    static const char *const dns_keys[] = { "discover_name", "discover_port",
+                                            "discover_resolver", "discover_interval", NULL };
+    static const char *const etcd_keys[] = { "discover_endpoints", "discover_prefix",
+                                             "discover_user", "discover_password",
+                                             "discover_tls_ca", NULL };
     int kname = conf_key_find(CONF_SECTION_POOL, "discover_name");
     int kport = conf_key_find(CONF_SECTION_POOL, "discover_port");
     int kdiscover = conf_key_find(CONF_SECTION_POOL, "discover");
     int line = l->key[kdiscover] ? l->key[kdiscover] : pool->line;
+    bool is_etcd = pool->discover == CONF_DISCOVER_ETCD;
 
+    /* a key of the other kind of discovery (or of none) is a mistake */
+    for (const char *const *k = is_etcd ? dns_keys : etcd_keys; *k != NULL; k++) {
+        int key = conf_key_find(CONF_SECTION_POOL, *k);
+
+        if (l->key[key] && !l->bad[key])
+            conf_error(p, l->key[key], "%s is for discover = %s", *k,
+                       is_etcd ? "dns-srv or dns-a" : "etcd");
+    }
+    if (is_etcd) {
+        conf_check_etcd(p, pool, l, line);
+        return;
+    }
     if (pool->discover == CONF_DISCOVER_NONE || l->bad[kname] || l->bad[kport])
         return;
     if (pool->discover_name[0] == '\0')
@@ -422,6 +471,7 @@ conf_check_health_inputs(struct conf_parse *p, const struct conf_pool *pool,
     int kwarn = conf_key_find(CONF_SECTION_POOL, "check_warn");
     int kweight = conf_key_find(CONF_SECTION_POOL, "warn_weight");
     int kttl = conf_key_find(CONF_SECTION_POOL, "heartbeat_ttl");
+    int kdelete = conf_key_find(CONF_SECTION_POOL, "ephemeral_delete_after");
 
     if (pool->check_warn.nranges > 0 && pool->check != CONF_CHECK_HTTP &&
         pool->check != CONF_CHECK_HTTPS)
@@ -432,6 +482,11 @@ conf_check_health_inputs(struct conf_parse *p, const struct conf_pool *pool,
     /* Expiry is looked at every 100 ms (lb_beat_tick). */
     if (!l->bad[kttl] && pool->heartbeat_ttl_ms > 0 && pool->heartbeat_ttl_ms < 100)
         conf_error(p, l->key[kttl], "heartbeat_ttl: 0 (off) or at least 100ms");
+    /* an ephemeral server is out at heartbeat_ttl, gone at this */
+    if (l->key[kdelete] && !l->bad[kdelete] && !l->bad[kttl] &&
+        pool->ephemeral_delete_after_ms < pool->heartbeat_ttl_ms)
+        conf_error(p, l->key[kdelete], "ephemeral_delete_after: at least heartbeat_ttl (%llu ms)",
+                   (unsigned long long)pool->heartbeat_ttl_ms);
 }
 
 static void

@@ -99,7 +99,7 @@ static const char *const conf_role_names[] = {
     "any", "primary", "replica", NULL
 };
 static const char *const conf_discover_names[] = {
-    "none", "dns-srv", "dns-a", NULL,
+    "none", "dns-srv", "dns-a", "etcd", NULL,
 };
 static const char *const conf_splice_names[] = {
     "off", "auto", "on", NULL
@@ -251,6 +251,15 @@ static const struct conf_key conf_pool_keys[] = {
     CONF_COUNT(struct conf_pool, discover_port, "0", 0, 65535),
     CONF_TYPED(struct conf_pool, "discover_resolver", discover_resolver, CONF_TYPE_ADDR, "", 0),
     CONF_DURATION(struct conf_pool, "discover_interval", discover_interval_ms, "5s",
+                  CONF_MSEC(100), CONF_HOURS(24)),
+    CONF_TYPED(struct conf_pool, "discover_endpoints", discover_endpoints, CONF_TYPE_STRING,
+               "http://127.0.0.1:2379", 0),
+    CONF_TYPED(struct conf_pool, "discover_prefix", discover_prefix, CONF_TYPE_STRING, "", 0),
+    CONF_TYPED(struct conf_pool, "discover_user", discover_user, CONF_TYPE_WORD, "", 0),
+    CONF_TYPED(struct conf_pool, "discover_password", discover_password, CONF_TYPE_STRING, "",
+               0),
+    CONF_TYPED(struct conf_pool, "discover_tls_ca", discover_tls_ca, CONF_TYPE_STRING, "", 0),
+    CONF_DURATION(struct conf_pool, "ephemeral_delete_after", ephemeral_delete_after_ms, "30s",
                   CONF_MSEC(100), CONF_HOURS(24)),
     CONF_ENUM(struct conf_pool, check, "tcp", conf_check_names),
     CONF_TYPED(struct conf_pool, "check_path", check_path, CONF_TYPE_PATH,
