@@ -212,6 +212,8 @@ struct conf_server {
                                        pool's (resolved by the parser) */
     int line;                       /* 0 for a server not from the file */
     enum conf_source source;
+    bool is_ephemeral;              /* API: registered itself, goes after
+                                       ephemeral_delete_after silent */
 };
 
 struct conf_pool {

@@ -509,9 +509,10 @@ conf_check_pools(struct conf_parse *p)
 
         conf_check_required(p, CONF_SECTION_POOL, pool->name, l);
         /* A rejected server line already explains an empty pool; one that
-         * discovers its servers may start without any. */
+         * discovers its servers may start without any, and so may one whose
+         * servers register themselves (ephemeral, with heartbeat_ttl). */
         if (pool->nservers == 0 && !l->bad[kserver] && pool->discover == CONF_DISCOVER_NONE &&
-            !l->bad[kdiscover])
+            !l->bad[kdiscover] && pool->heartbeat_ttl_ms == 0)
             conf_error(p, pool->line, "pool %s has no servers", pool->name);
         conf_check_names(p, CONF_NAMED(struct conf_server, pool->servers, pool->nservers),
                          "server", " in pool ", pool->name);

@@ -321,6 +321,7 @@ lb_admin_server_add(struct lb_admin *a, struct evhttp_request *req,
 
     lb_admin_order_of(&o, LB_ADMIN_ORDER_ADD, v);
     snprintf(o.server_line, sizeof(o.server_line), "%s", v->server_line);
+    o.is_ephemeral = v->is_ephemeral;
     lb_admin_order(a, req, &o);
 }
 
@@ -356,6 +357,8 @@ lb_admin_heartbeat(struct lb_admin *a, struct evhttp_request *req,
 
     lb_admin_order_of(&o, LB_ADMIN_ORDER_HEARTBEAT, v)->beat = beats[v->beat];
     snprintf(o.note, sizeof(o.note), "%s", v->note);
+    snprintf(o.server_line, sizeof(o.server_line), "%s", v->server_line);
+    o.is_ephemeral = v->is_ephemeral;
     lb_admin_order(a, req, &o);
 }
 

@@ -46,7 +46,9 @@ struct lb_admin_order {
     uint32_t weight;                    /* WEIGHT */
     enum bal_beat beat;                 /* HEARTBEAT */
     char note[LB_ADMIN_NOTE_MAX];
-    char server_line[sizeof(((struct lb_admin_verdict *)0)->server_line)];  /* ADD */
+    char server_line[sizeof(((struct lb_admin_verdict *)0)->server_line)];  /* ADD,
+                                           HEARTBEAT: "" or its address */
+    bool is_ephemeral;                  /* ADD, HEARTBEAT */
 };
 
 /* Main -> admin thread: the answer to send for one order. */

@@ -144,7 +144,7 @@ lb_order_on_members_reload(struct lb_daemon *d, void *arg, int rc, const char *m
 
     if (rc != 0) {
         lb_order_error(d, p->wait, 500, "Internal Server Error", msg);
-    } else if (p->kind == LB_ADMIN_ORDER_ADD) {
+    } else if (p->kind == LB_ADMIN_ORDER_ADD || p->kind == LB_ADMIN_ORDER_HEARTBEAT) {
         lb_order_answer_server(d, p->wait, 201, "Created", p->pool, p->server);
     } else if (p->kind == LB_ADMIN_ORDER_WEIGHT) {
         lb_order_answer_server(d, p->wait, 200, "OK", p->pool, p->server);
@@ -181,7 +181,12 @@ lb_order_members_reload(struct lb_daemon *d, const struct lb_admin_order *o, con
 
 /* POST /pools/P/servers: the body as a server line of the file would be
  * (its messages), a name and an address not in the pool yet (409). The
- * server is probed before it joins rotation, as after a reload. 201. */
+ * server is probed before it joins rotation, as after a reload. 201. An
+ * ephemeral one needs the pool's heartbeat_ttl (409): its heartbeats are
+ * what keeps it. A heartbeat with an address for a server the pool does
+ * not have comes here too (lb_order_heartbeat): one on its way already
+ * (a second heartbeat before the first's reload ended) is answered with
+ * that reload. */
 static void
 lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
 {
@@ -189,6 +194,7 @@ lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
     struct lb_member mb = { 0 };
     char name[CONF_NAME_MAX + 1], err[512];
     const struct lb_pool *pool = NULL;
+    const struct lb_member *pending;
     const char *conflict = NULL;
     int rc = 0;
 
@@ -200,14 +206,24 @@ lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
     snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
     mb.weight = cs.weight;
     mb.max_connections = cs.max_connections;
+    mb.is_ephemeral = o->is_ephemeral;
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
         pool = strcmp(d->gen->pools[i].conf->name, o->pool) == 0 ? &d->gen->pools[i] : NULL;
-    if (pool != NULL)
+    if (pool != NULL && mb.is_ephemeral && pool->conf->heartbeat_ttl_ms == 0)
+        rc = 2;
+    else if (pool != NULL && o->kind == LB_ADMIN_ORDER_HEARTBEAT &&
+             (pending = lb_members_api_find(d, o->pool, mb.name)) != NULL &&
+             pending->is_ephemeral && strcmp(pending->address, mb.address) == 0)
+        rc = 0;
+    else if (pool != NULL)
         rc = lb_members_api_add(d, pool->conf, &mb, &conflict);
     pthread_mutex_unlock(&d->state_lock);
     if (pool == NULL)
         lb_order_error(d, o->wait, 404, "Not Found", "no such pool");
+    else if (rc == 2)
+        lb_order_error(d, o->wait, 409, "Conflict",
+                       "ephemeral servers need the pool's heartbeat_ttl");
     else if (rc == 1)
         lb_order_error(d, o->wait, 409, "Conflict", conflict);
     else if (rc != 0)
@@ -235,7 +251,7 @@ lb_order_delete(struct lb_daemon *d, const struct lb_admin_order *o)
     else if (srv != NULL && srv->conf->source == CONF_SOURCE_DNS)
         conflict = "the server comes from DNS: it leaves when its record does";
     else if (srv != NULL) {
-        lb_server_delete(d, srv);       /* out of rotation now */
+        lb_server_delete(d, srv, "operator: delete");   /* out of rotation now */
         (void)lb_members_api_remove(d, o->pool, o->server);
         active = bal_server_active(srv->pool->bal, srv->index);
         drain_ms = srv->pool->conf->drain_timeout_ms;
@@ -294,6 +310,13 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
 
     pthread_mutex_lock(&d->state_lock);
     srv = lb_admin_find_server(d, o->pool, o->server, &pool_found);
+    /* an ephemeral server the pool lost (deleted, or a restart of the
+     * registry's side): its heartbeat with an address registers it */
+    if (srv == NULL && pool_found && o->server_line[0] != '\0') {
+        pthread_mutex_unlock(&d->state_lock);
+        lb_order_add(d, o);
+        return;
+    }
     if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0)
         is_off = true;
     else if (srv != NULL) {

@@ -544,6 +544,8 @@ lb_admin_copy_name(char *dst, struct lb_admin_span s)
 struct lb_admin_field {
     const char *name;
     bool is_count;
+    bool is_bool;                       /* true or false, into *flag */
+    bool *flag;
     bool is_required;
     char *str;
     size_t cap;
@@ -626,7 +628,17 @@ lb_admin_json_object(struct lb_admin_span body, struct lb_admin_field *fields, s
             if (p >= end || *p++ != ':')
                 return "the body is not valid JSON";
             p = lb_admin_json_ws(p, end);
-            if (f->is_count) {
+            if (f->is_bool) {
+                if ((size_t)(end - p) >= 4 && memcmp(p, "true", 4) == 0) {
+                    *f->flag = true;
+                    p += 4;
+                } else if ((size_t)(end - p) >= 5 && memcmp(p, "false", 5) == 0) {
+                    *f->flag = false;
+                    p += 5;
+                } else {
+                    return "a flag field is not true or false";
+                }
+            } else if (f->is_count) {
                 uint64_t v = 0;
                 const char *d = p;
 
@@ -661,8 +673,24 @@ lb_admin_json_object(struct lb_admin_span body, struct lb_admin_field *fields, s
     return NULL;
 }
 
-/* POST /pools/P/servers: {"name","address"[,"weight"][,"max_connections"]}
- * becomes the value of a server line. */
+/* The value of a server line, "NAME ADDRESS[ weight=N][ max_connections=N]",
+ * with the options the body gave, as the line would give them. */
+static void
+lb_admin_server_line(struct lb_admin_verdict *v, const char *name, const char *address,
+                     const struct lb_admin_field *weight, const struct lb_admin_field *maxconn)
+{
+    size_t n = (size_t)snprintf(v->server_line, sizeof(v->server_line), "%s %s", name, address);
+
+    if (weight->is_seen && n < sizeof(v->server_line))
+        n += (size_t)snprintf(v->server_line + n, sizeof(v->server_line) - n, " weight=%u",
+                              *weight->count);
+    if (maxconn != NULL && maxconn->is_seen && n < sizeof(v->server_line))
+        snprintf(v->server_line + n, sizeof(v->server_line) - n, " max_connections=%u",
+                 *maxconn->count);
+}
+
+/* POST /pools/P/servers: {"name","address"[,"weight"][,"max_connections"]
+ * [,"ephemeral"]} becomes the value of a server line. */
 static void
 lb_admin_body_server(struct lb_admin_span body, struct lb_admin_verdict *v)
 {
@@ -673,9 +701,9 @@ lb_admin_body_server(struct lb_admin_span body, struct lb_admin_verdict *v)
         { .name = "address", .is_required = true, .str = address, .cap = sizeof(address) },
         { .name = "weight", .is_count = true, .count = &weight, .max = UINT32_MAX },
         { .name = "max_connections", .is_count = true, .count = &maxconn, .max = UINT32_MAX },
+        { .name = "ephemeral", .is_bool = true, .flag = &v->is_ephemeral },
     };
-    const char *bad = lb_admin_json_object(body, fields, 4);
-    size_t n;
+    const char *bad = lb_admin_json_object(body, fields, 5);
 
     if (bad == NULL && (strpbrk(name, " \t") != NULL || strpbrk(address, " \t") != NULL))
         bad = "name and address have no spaces";
@@ -685,13 +713,7 @@ lb_admin_body_server(struct lb_admin_span body, struct lb_admin_verdict *v)
                                     : bad);
         return;
     }
-    /* the options the body gave, as the line would give them */
-    n = (size_t)snprintf(v->server_line, sizeof(v->server_line), "%s %s", name, address);
-    if (fields[2].is_seen && n < sizeof(v->server_line))
-        n += (size_t)snprintf(v->server_line + n, sizeof(v->server_line) - n, " weight=%u",
-                              weight);
-    if (fields[3].is_seen && n < sizeof(v->server_line))
-        snprintf(v->server_line + n, sizeof(v->server_line) - n, " max_connections=%u", maxconn);
+    lb_admin_server_line(v, name, address, &fields[2], &fields[3]);
 }
 
 static void
@@ -707,28 +729,45 @@ lb_admin_body_weight(struct lb_admin_span body, struct lb_admin_verdict *v)
         lb_admin_refuse(v, 400, bad);
 }
 
-/* POST .../heartbeat: an empty body is a pass; else {"status"[,"note"]}
- * or {"note"}. */
+/* POST .../heartbeat: an empty body is a pass; else an object of
+ * "status", "note", and "address" with an optional "weight": what
+ * registers the server as ephemeral when the pool does not have it. */
 static void
 lb_admin_body_heartbeat(struct lb_admin_span body, struct lb_admin_verdict *v)
 {
     static const char *const names[] = { "pass", "warn", "fail" };
-    char status[8] = "pass";
+    char status[8] = "pass", address[sizeof(((struct conf_addr *)0)->text)];
+    uint32_t weight = 1;
     struct lb_admin_field fields[] = {
         { .name = "status", .str = status, .cap = sizeof(status) },
         { .name = "note", .str = v->note, .cap = sizeof(v->note) },
+        { .name = "address", .str = address, .cap = sizeof(address) },
+        { .name = "weight", .is_count = true, .count = &weight, .max = UINT32_MAX },
     };
     const char *bad;
 
     v->beat = LB_ADMIN_BEAT_PASS;
     v->note[0] = '\0';
+    v->server_line[0] = '\0';
     if (lb_admin_json_ws(body.p, body.p + body.len) == body.p + body.len)
         return;
-    if ((bad = lb_admin_json_object(body, fields, 2)) != NULL) {
+    if ((bad = lb_admin_json_object(body, fields, 4)) != NULL) {
         lb_admin_refuse(v, 400, strcmp(bad, "a string too long") == 0
                                     ? "a string too long (a note has at most 127 bytes)"
                                     : bad);
         return;
+    }
+    if (fields[3].is_seen && !fields[2].is_seen) {
+        lb_admin_refuse(v, 400, "weight goes with address (to register the server)");
+        return;
+    }
+    if (fields[2].is_seen && strpbrk(address, " \t") != NULL) {
+        lb_admin_refuse(v, 400, "name and address have no spaces");
+        return;
+    }
+    if (fields[2].is_seen) {
+        lb_admin_server_line(v, v->server, address, &fields[3], NULL);
+        v->is_ephemeral = true;
     }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(status, names[i]) == 0) {

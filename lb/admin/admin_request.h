@@ -85,8 +85,12 @@ struct lb_admin_verdict {
     enum lb_admin_action action;
     /* SERVER_ADD: the body's {"name","address","weight","max_connections"},
      * as a server line's value ("NAME ADDRESS weight=N ...") for the
-     * config's own parser to judge. SERVER_WEIGHT: {"weight"}. */
+     * config's own parser to judge, and its "ephemeral". HEARTBEAT: its
+     * {"address"[,"weight"]} with the path's name, the same way (to
+     * register an ephemeral server it does not know; "" without).
+     * SERVER_WEIGHT: {"weight"}. */
     char server_line[2 * sizeof(((struct conf_addr *)0)->text)];
+    bool is_ephemeral;
     uint32_t weight;
     /* HEARTBEAT: the optional body {"status":"pass|warn|fail","note":"..."} */
     enum lb_admin_beat beat;

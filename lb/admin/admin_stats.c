@@ -92,6 +92,8 @@ struct lb_server_view {
     uint64_t ejections[BAL_OUTLIER_KINDS];
     uint64_t ejections_refused;
     char eject_reason[128];             /* "" before the first */
+    double delete_in_s;                 /* ephemeral: its silence's time
+                                           left; < 0: not ephemeral */
 };
 
 struct lb_stats_snap {
@@ -161,6 +163,13 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .last_agent = b->last_agent,
     };
     memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
+    v->delete_in_s = -1;
+    if (srv->conf->is_ephemeral) {
+        uint64_t after = pc->ephemeral_delete_after_ms;
+        uint64_t silent = b->beat_at_ms != 0 && now > b->beat_at_ms ? now - b->beat_at_ms : 0;
+
+        v->delete_in_s = silent < after ? (double)(after - silent) / 1000.0 : 0;
+    }
     memcpy(v->agent_note, b->agent_note, sizeof(v->agent_note));
     if (pc->outlier.errors > 0 || b->is_ejected) {
         v->is_ejected = b->is_ejected;
@@ -429,6 +438,13 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
         LB_ADD_LIT(out, "}");
     } else {
         LB_ADD_LIT(out, "null");
+    }
+    LB_ADD_LIT(out, ",\"ephemeral\":");
+    if (v->delete_in_s >= 0) {
+        LB_ADD_LIT(out, "true,\"delete_in_s\":");
+        lb_json_num(out, v->delete_in_s);
+    } else {
+        LB_ADD_LIT(out, "false,\"delete_in_s\":null");
     }
     LB_ADD_LIT(out, ",\"agent\":");
     if (v->has_agent)

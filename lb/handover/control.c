@@ -138,7 +138,7 @@ lb_control_send_all(struct lb_control *c)
     }
     if (rc == -1)
         return -1;
-    state = lb_state_lines(d, &lstate, &nstate);
+    state = lb_state_lines(d, true, &lstate, &nstate);
     members = lb_members_text(d, &lmembers);
     beats = lb_control_beats(d, &lbeats);
     rc = state != NULL && members != NULL && beats != NULL ? 0 : -1;

@@ -103,6 +103,7 @@ lb_members_append(struct conf *c, size_t pi, const struct lb_member *list, size_
                  list[i].address, list[i].weight, list[i].max_connections);
         if (conf_pool_add_server(c, pi, line, source, err, errlen) != 0)
             return -1;
+        c->pools[pi].servers[c->pools[pi].nservers - 1].is_ephemeral = list[i].is_ephemeral;
     }
     return 0;
 }
@@ -199,6 +200,18 @@ lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct 
     if (m == NULL && (m = lb_members_get(d, p->name)) == NULL)
         return -1;
     return lb_members_push(&m->api, &m->napi, mb);
+}
+
+const struct lb_member *
+lb_members_api_find(const struct lb_daemon *d, const char *pool, const char *name)
+{
+    const struct lb_members *m = lb_members_find((struct lb_daemon *)d, pool);
+
+    for (size_t i = 0; m != NULL && i < m->napi; i++) {
+        if (strcmp(m->api[i].name, name) == 0)
+            return &m->api[i];
+    }
+    return NULL;
 }
 
 bool
@@ -377,6 +390,66 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
         event_active(d->reload->members_ev, EV_READ, 0);
 }
 
+/* ---------------------------------------------------- ephemeral servers */
+
+/* How often the ephemeral servers' silence is looked at: a server goes
+ * ephemeral_delete_after to that + LB_EPHEMERAL_SWEEP_MS after its last
+ * heartbeat. */
+#define LB_EPHEMERAL_SWEEP_MS 100
+
+/* Deletes the ephemeral servers silent for their pool's
+ * ephemeral_delete_after: out of rotation at once (already, since
+ * heartbeat_ttl), drained, then gone with one members reload for all. One
+ * that min_servers' guard holds in rotation stays, as a failing probe's
+ * server does: when a whole pool goes silent, the lost heartbeats are
+ * likelier than the loss of every instance, and an empty pool serves
+ * nobody. Main thread. */
+static void
+lb_members_on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_daemon *d = arg;
+    uint64_t now = lb_mono_ms();
+    size_t deleted = 0;
+    char reason[96];
+
+    (void)fd;
+    (void)what;
+    pthread_mutex_lock(&d->state_lock);
+    for (size_t i = 0; i < d->gen->conf->npools; i++) {
+        struct lb_pool *pool = &d->gen->pools[i];
+        uint64_t after = pool->conf->ephemeral_delete_after_ms;
+
+        for (size_t k = 0; pool->conf->heartbeat_ttl_ms > 0 && k < pool->conf->nservers; k++) {
+            struct lb_server *srv = &pool->servers[k];
+            struct lb_backend *b = srv->b;
+
+            if (!srv->conf->is_ephemeral || b->op.is_api_removed || b->beat_at_ms == 0 ||
+                now - b->beat_at_ms < after)
+                continue;
+            if (b->is_guarded) {
+                if (!b->is_delete_held)
+                    lb_log(CONF_LOG_WARN, "ephemeral_delete_held", "pool=%s server=%s "
+                           "silent_ms=%llu reason=\"guard: held in rotation by min_servers\"",
+                           pool->conf->name, srv->conf->name,
+                           (unsigned long long)(now - b->beat_at_ms));
+                b->is_delete_held = true;
+                continue;
+            }
+            snprintf(reason, sizeof(reason), "ephemeral: no heartbeat for %llu ms",
+                     (unsigned long long)(now - b->beat_at_ms));
+            lb_log(CONF_LOG_WARN, "ephemeral_delete", "pool=%s server=%s addr=%s silent_ms=%llu",
+                   pool->conf->name, srv->conf->name, srv->conf->addr.text,
+                   (unsigned long long)(now - b->beat_at_ms));
+            lb_server_delete(d, srv, reason);
+            (void)lb_members_api_remove(d, pool->conf->name, srv->conf->name);
+            deleted++;
+        }
+    }
+    pthread_mutex_unlock(&d->state_lock);
+    if (deleted > 0 && !lb_tier_is_stopping(d))
+        lb_reload_members(d, "ephemeral");
+}
+
 static void
 lb_members_on_changed(evutil_socket_t fd, short what, void *arg)
 {
@@ -389,8 +462,13 @@ lb_members_on_changed(evutil_socket_t fd, short what, void *arg)
 int
 lb_members_init(struct lb_daemon *d)
 {
+    struct timeval every = lb_tv_ms(LB_EPHEMERAL_SWEEP_MS);
+
     d->reload->members_ev = event_new(d->base, -1, 0, lb_members_on_changed, d);
-    return d->reload->members_ev != NULL ? 0 : -1;
+    d->reload->sweep_ev = event_new(d->base, -1, EV_PERSIST, lb_members_on_sweep, d);
+    if (d->reload->members_ev == NULL || d->reload->sweep_ev == NULL)
+        return -1;
+    return event_add(d->reload->sweep_ev, &every);
 }
 
 void
@@ -404,6 +482,9 @@ lb_members_fini(struct lb_daemon *d)
     if (d->reload->members_ev != NULL)
         event_free(d->reload->members_ev);
     d->reload->members_ev = NULL;
+    if (d->reload->sweep_ev != NULL)
+        event_free(d->reload->sweep_ev);
+    d->reload->sweep_ev = NULL;
 }
 
 /* ------------------------------------------------------- hand-over */
@@ -414,6 +495,7 @@ lb_members_fini(struct lb_daemon *d)
 enum lb_members_source {
     LB_MEMBERS_API = 0,
     LB_MEMBERS_DNS,
+    LB_MEMBERS_EPHEMERAL,               /* an API member that heartbeats */
 };
 
 struct lb_members_line {
@@ -423,7 +505,7 @@ struct lb_members_line {
 };
 
 static const char *const lb_members_sources[] = {
-    [LB_MEMBERS_API] = "api", [LB_MEMBERS_DNS] = "dns",
+    [LB_MEMBERS_API] = "api", [LB_MEMBERS_DNS] = "dns", [LB_MEMBERS_EPHEMERAL] = "ephemeral",
 };
 
 static const struct bal_line_field lb_members_member_fields[] = {
@@ -473,7 +555,9 @@ lb_members_text(struct lb_daemon *d, size_t *len)
         const struct lb_members *m = d->reload->members[i];
 
         for (size_t k = 0; rc == 0 && k < m->napi; k++)
-            rc = lb_members_put(&t, &lb_members_member_kind, LB_MEMBERS_API, m->pool, &m->api[k]);
+            rc = lb_members_put(&t, &lb_members_member_kind,
+                                m->api[k].is_ephemeral ? LB_MEMBERS_EPHEMERAL : LB_MEMBERS_API,
+                                m->pool, &m->api[k]);
         for (size_t k = 0; rc == 0 && k < m->ndns; k++)
             rc = lb_members_put(&t, &lb_members_member_kind, LB_MEMBERS_DNS, m->pool, &m->dns[k]);
         for (size_t k = 0; rc == 0 && k < m->nweights; k++)
@@ -504,8 +588,11 @@ lb_members_adopt(struct lb_daemon *d, const char *line, char *err, size_t errlen
         return -1;
     }
     if ((m = lb_members_get(d, l.pool)) != NULL) {
-        list = !is_member ? &m->weights : l.source == LB_MEMBERS_API ? &m->api : &m->dns;
-        n = !is_member ? &m->nweights : l.source == LB_MEMBERS_API ? &m->napi : &m->ndns;
+        bool is_api = l.source != LB_MEMBERS_DNS;
+
+        l.mb.is_ephemeral = l.source == LB_MEMBERS_EPHEMERAL;
+        list = !is_member ? &m->weights : is_api ? &m->api : &m->dns;
+        n = !is_member ? &m->nweights : is_api ? &m->napi : &m->ndns;
         if (lb_members_push(list, n, &l.mb) == 0)
             return 0;
     }

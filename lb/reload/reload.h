@@ -36,6 +36,8 @@ struct lb_member {
     char address[sizeof(((struct conf_addr *)0)->text)];
     uint32_t weight;
     uint32_t max_connections;
+    bool is_ephemeral;                  /* API: deleted when its heartbeats
+                                           stop (ephemeral_delete_after) */
 };
 
 /* The members of one pool, by pool name; kept across reloads while the
@@ -82,12 +84,16 @@ const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *po
 int lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
                        const char **conflict);
 bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
+/* The API member name of pool, or NULL. Caller holds state_lock. */
+const struct lb_member *lb_members_api_find(const struct lb_daemon *d, const char *pool,
+                                            const char *name);
 /* A weight for a server of any source, kept until it leaves the pool
  * (out of memory, the next generation keeps the one it had). */
 void lb_members_weight_set(struct lb_daemon *d, const char *pool, const char *name,
                            uint32_t weight);
 /* A hand-over (takeover.c): every pool's API and discovered members and
- * API weights as lines ("member api|dns POOL NAME ADDR WEIGHT MAXCONN",
+ * API weights as lines ("member api|ephemeral|dns POOL NAME ADDR WEIGHT
+ * MAXCONN",
  * "weight POOL NAME WEIGHT"), malloc'd, NULL when out of memory; and one
  * such line taken back in by the new process, before its first
  * generation: 0, or -1 with err set. */

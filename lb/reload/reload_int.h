@@ -32,6 +32,7 @@ struct lb_reload {
     struct lb_members **members;        /* under state_lock */
     size_t nmembers;
     struct event *members_ev;           /* a set changed: a members reload */
+    struct event *sweep_ev;             /* deletes silent ephemeral servers */
 
     /* requests waiting for the next reload to start (lb_reload_request) */
     struct lb_reload_waiters {

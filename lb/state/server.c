@@ -421,12 +421,12 @@ lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight
 }
 
 void
-lb_server_delete(struct lb_daemon *d, struct lb_server *srv)
+lb_server_delete(struct lb_daemon *d, struct lb_server *srv, const char *reason)
 {
     if (srv->b->op.is_api_removed)
         return;
     srv->b->op.is_api_removed = true;
-    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, "operator: delete", 0);
+    lb_pool_decide(d, srv->pool, BAL_CAUSE_ADMIN, srv, reason, 0);
 }
 
 void
@@ -625,6 +625,7 @@ lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat st
     bool is_change = status != b->beat;
 
     b->beat_at_ms = lb_mono_ms();
+    b->is_delete_held = false;
     b->beat_at = lb_wall_now();
     b->heartbeats++;
     b->beat = status;

@@ -34,7 +34,7 @@ lb_state_is_saved(enum bal_health_state h)
 }
 
 char *
-lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
+lb_state_lines(struct lb_daemon *d, bool with_ephemeral, size_t *len, size_t *n)
 {
     uint64_t now = lb_mono_ms();
     struct lb_text t = { 0 };
@@ -55,8 +55,9 @@ lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n)
         char *at;
         size_t k;
 
-        if (!lb_state_is_saved(s.health) && s.admin == BAL_ADMIN_NONE)
-            continue;                   /* nothing known yet */
+        if ((!lb_state_is_saved(s.health) && s.admin == BAL_ADMIN_NONE) ||
+            (srv->conf->is_ephemeral && !with_ephemeral))
+            continue;                   /* nothing known yet, or not kept */
         if (!lb_state_is_saved(s.health))
             s.health = BAL_HEALTH_UP;   /* the operator's state alone */
         snprintf(s.pool, sizeof(s.pool), "%s", srv->pool->conf->name);
@@ -91,7 +92,7 @@ lb_state_save(struct lb_daemon *d)
                                                                     strerror(errno)));
         return;
     }
-    text = lb_state_lines(d, &len, &n);
+    text = lb_state_lines(d, false, &len, &n);
     hlen = bal_saved_format_header(head, sizeof(head), lb_wall_now());
     errno = text == NULL ? ENOMEM : 0;
     ok = text != NULL && fwrite(head, 1, hlen, f) == hlen && fwrite(text, 1, len, f) == len;

@@ -69,7 +69,7 @@ int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const str
  * Caller holds state_lock. */
 void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin);
 void lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight);
-void lb_server_delete(struct lb_daemon *d, struct lb_server *srv);
+void lb_server_delete(struct lb_daemon *d, struct lb_server *srv, const char *reason);
 
 /* A heartbeat from the server itself (POST .../heartbeat): it can take the
  * server out (fail), make it warning (warn), or let the probe decide
@@ -146,8 +146,10 @@ void lb_state_load(struct lb_daemon *d, struct lb_gen *g);
 #define LB_STATE_LINE_MAX 512           /* a state or member line, at most */
 /* Every server whose state is known, one bal_saved line each, in a
  * malloc'd text of *len bytes (*n lines); NULL when out of memory. Takes
- * state_lock. The state file's body and a hand-over's (takeover.c). */
-char *lb_state_lines(struct lb_daemon *d, size_t *len, size_t *n);
+ * state_lock. The state file's body and a hand-over's (takeover.c): the
+ * file leaves the ephemeral servers out (with_ephemeral false), since a
+ * restarted lb has none until they register again. */
+char *lb_state_lines(struct lb_daemon *d, bool with_ephemeral, size_t *len, size_t *n);
 /* Gives the servers of g found in saved[] (same pool, name, address) their
  * saved state, before the first decision; is_handed_over marks them as
  * known (their first probe is spread, not at once). Returns how many. */

@@ -85,6 +85,8 @@ struct lb_backend {
      * (a server has one TTL from when its pool first needs one) */
     enum bal_beat beat;
     bool is_beat_expired;               /* FAIL because none came in time */
+    bool is_delete_held;                /* ephemeral, silent past its delete
+                                           time, held by the guard (logged) */
     bool is_beat_news;                  /* changed, not decided yet */
     uint64_t beat_at_ms;                /* monotonic; 0 = not looked at yet */
     double beat_at;                     /* unix seconds; 0 = none reported */

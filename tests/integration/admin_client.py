@@ -383,6 +383,8 @@ SERVER_SPEC = {
     "heartbeat": lambda v: v is None or (isinstance(v, dict) and
                                          v.get("status") in ("pass", "warn", "fail", "expired")),
     "agent": lambda v: v is None or isinstance(v, dict),
+    "ephemeral": _is_bool,
+    "delete_in_s": lambda v: v is None or (_is_num(v) and v >= 0),
 }
 
 # "agent", without agent_port null: the verdict (what the agent said last
@@ -457,6 +459,9 @@ def server_problems(srv, where="server"):
     state, active = srv.get("state"), srv.get("active_connections")
     agent_state = agent.get("state") if isinstance(agent, dict) else "off"
     agent_drains = isinstance(agent, dict) and (agent_state == "drain" or agent.get("share") == 0)
+    if (srv.get("delete_in_s") is None) == (srv.get("ephemeral") is True):
+        problems.append(f"{where}: ephemeral {srv.get('ephemeral')} but delete_in_s "
+                        f"{srv.get('delete_in_s')}")
     if state == "down" and active:
         problems.append(f"{where}: state down with {active} connections open")
     if state == "draining" and active == 0 and srv.get("admin") != "drain" and not agent_drains:

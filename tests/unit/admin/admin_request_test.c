@@ -265,9 +265,23 @@ test_routes(void)
 static void
 test_bodies(void)
 {
-    static const struct { const char *body; const char *error; const char *line; } adds[] = {
+    static const struct {
+        const char *body;
+        const char *error;
+        const char *line;
+    } adds[] = {
         { "{\"name\":\"web9\",\"address\":\"10.0.0.9:8080\",\"weight\":2}", NULL,
           "web9 10.0.0.9:8080 weight=2" },
+        { "{\"name\":\"e\",\"address\":\"h:1\",\"ephemeral\":true}", NULL, "e h:1" },
+        { "{\"ephemeral\": false,\"name\":\"e\",\"address\":\"h:1\"}", NULL, "e h:1" },
+        { "{\"name\":\"e\",\"address\":\"h:1\",\"ephemeral\":1}",
+          "a flag field is not true or false", NULL },
+        { "{\"name\":\"e\",\"address\":\"h:1\",\"ephemeral\":\"true\"}",
+          "a flag field is not true or false", NULL },
+        { "{\"name\":\"e\",\"address\":\"h:1\",\"ephemeral\":tru}",
+          "a flag field is not true or false", NULL },
+        { "{\"name\":\"e\",\"address\":\"h:1\",\"ephemeral\":truex}",
+          "the body is not valid JSON", NULL },
         { " { \"address\" : \"[::1]:80\" , \"name\" : \"a\" } ", NULL, "a [::1]:80" },
         { "{\"name\":\"a\",\"address\":\"b:1\",\"max_connections\":5}", NULL,
           "a b:1 max_connections=5" },
@@ -303,6 +317,8 @@ test_bodies(void)
         if (adds[i].error == NULL) {
             CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_SERVER_ADD);
             CHECK_EQ_STR(v.server_line, adds[i].line);
+            /* ephemeral: the flag the body gave */
+            CHECK(v.is_ephemeral == (strstr(adds[i].body, "\"ephemeral\":true") != NULL));
             CHECK_EQ_STR(v.pool, "web");
         } else {
             CHECK_EQ_INT(v.route, LB_ADMIN_ROUTE_REFUSED);
@@ -677,7 +693,13 @@ test_heartbeat(void)
         { "{\"status\":\"warn\",\"note\":\"queue 900\"}", LB_ADMIN_BEAT_WARN, "queue 900", NULL },
         { "{\"note\":\"x\",\"status\":\"fail\"}", LB_ADMIN_BEAT_FAIL, "x", NULL },
         { "{\"status\":\"ok\"}", 0, NULL, "status: use pass, warn or fail" },
-        { "{\"status\":\"pass\",\"weight\":1}", 0, NULL, "unknown field in the body" },
+        { "{\"status\":\"pass\",\"weight\":1}", 0, NULL,
+          "weight goes with address (to register the server)" },
+        { "{\"address\":\"10.0.0.9:80\"}", LB_ADMIN_BEAT_PASS, "", NULL },
+        { "{\"weight\":7,\"address\":\"h:80\",\"status\":\"warn\"}", LB_ADMIN_BEAT_WARN, "",
+          NULL },
+        { "{\"address\":\"h 80\"}", 0, NULL, "name and address have no spaces" },
+        { "{\"status\":\"pass\",\"port\":1}", 0, NULL, "unknown field in the body" },
         { "{\"status\":1}", 0, NULL, "expected a string" },
         { "pass", 0, NULL, "the body is not a JSON object" },
         { "{\"note\":\"0123456789012345678901234567890123456789012345678901234567890123"
@@ -700,6 +722,11 @@ test_heartbeat(void)
             CHECK_EQ_STR(v.note, cases[i].note);
             CHECK_EQ_STR(v.pool, "web");
             CHECK_EQ_STR(v.server, "web1");
+            /* an address registers the server (the path's name) */
+            CHECK_EQ_STR(v.server_line, strstr(cases[i].body, "10.0.0.9") ? "web1 10.0.0.9:80"
+                                        : strstr(cases[i].body, "h:80") ? "web1 h:80 weight=7"
+                                                                         : "");
+            CHECK(v.is_ephemeral == (v.server_line[0] != '\0'));
         } else {
             CHECK_EQ_INT(v.status, 400);
             CHECK_EQ_STR(v.error, cases[i].error);

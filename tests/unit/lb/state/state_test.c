@@ -106,7 +106,7 @@ test_lines(void)
 
     fx_start(&f, conf_text);
     /* a fresh start knows only the unchecked x: up */
-    text = lb_state_lines(&f.d, &len, &n);
+    text = lb_state_lines(&f.d, true, &len, &n);
     CHECK(text != NULL);
     CHECK_EQ_INT(n, 1);
     CHECK(text != NULL && strstr(text, " api x 127.0.0.1:9101 ") != NULL);
@@ -118,7 +118,7 @@ test_lines(void)
     CHECK(!in_rotation(&f, "web", "b"));
     CHECK(!in_rotation(&f, "api", "x"));
     CHECK(in_rotation(&f, "web", "c"));
-    text = lb_state_lines(&f.d, &len, &n);
+    text = lb_state_lines(&f.d, true, &len, &n);
     CHECK(text != NULL);
     CHECK_EQ_INT(n, 4);                 /* not d: nothing known of it */
     parsed = text != NULL ? parse_lines(text, len, saved, 8) : -1;
@@ -165,7 +165,7 @@ test_apply(void)
 
     run_first_life(&f);
     a_down_since = fx_server(&f, "web", "a")->b->down_since_ms;
-    text = lb_state_lines(&f.d, &len, &n);
+    text = lb_state_lines(&f.d, true, &len, &n);
     parsed = text != NULL ? parse_lines(text, len, saved, 8) : -1;
     free(text);
     fx_stop(&f);
