@@ -27,14 +27,21 @@ A benchmark run by hand (not a ctest test). It:
      from /proc/PID/task/TID/stat), the data path's request latency p50 /
      p99 / max; and the server_down and server_up events.
 
+With --ephemeral the pool `hb` has no server line: its servers are
+ephemeral instances (`ephemeral_delete_after = 6s`) that register themselves
+with their first heartbeat, which carries their address (201), and send it
+with every heartbeat as Nacos' clients do; in the control phase they expire
+and are deleted, and in the recovery phase each registers again.
+
 Usage:
   cmake -S . -B build >/dev/null && cmake --build build -j2 --target lb
   python3 tests/bench/heartbeat_cost.py                 # 10,000 servers, 1/s, 10 s
   python3 tests/bench/heartbeat_cost.py --servers 2000 --phase 5 --duration 20
+  python3 tests/bench/heartbeat_cost.py --servers 1000 --ephemeral
 
 Options: --lb PATH [build/lb], --servers N [10000], --period S [1.0],
 --senders K [2], --duration S [10] (each later phase), --phase S [1.5]
-(the quiet phase).
+(the quiet phase), --ephemeral.
 """
 
 import argparse
@@ -80,23 +87,38 @@ def spinner(duration, result):
     result.put((0, 0, 0.0))
 
 
-def sender(port, paths, period, duration, result):
-    """One process: every period, one heartbeat for each of paths."""
-    pipe = Pipeline(port)
-    ok = bad = 0
+def sender(port, items, period, duration, conns, result):
+    """One process: every period, one heartbeat for each of items (path,
+    body), over conns pipelined connections at once (an admin connection
+    answers its requests one after the other: a registration, answered
+    when the members reload that adds it ends, holds up the ones behind
+    it, so instances that each have a connection of their own are
+    registered together by one reload); a registration's 201 counts as
+    answered."""
+    import threading
+    pipes = [Pipeline(port) for _ in range(conns)]
+    counts = [[0, 0] for _ in range(conns)]
     late = 0.0
+
+    def one(k):
+        for status, _ in pipes[k].post_many(items[k::conns], batch=128):
+            counts[k][status not in (200, 201)] += 1
+
     t_end = time.monotonic() + duration
     while time.monotonic() < t_end:
         t = time.monotonic()
-        for status, _ in pipe.post_many([(p, b"") for p in paths], batch=128):
-            ok += status == 200
-            bad += status != 200
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(conns)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
         spent = time.monotonic() - t
         late = max(late, spent - period)
         if spent < period:
             time.sleep(period - spent)
-    pipe.close()
-    result.put((ok, bad, late))
+    for p in pipes:
+        p.close()
+    result.put((sum(c[0] for c in counts), sum(c[1] for c in counts), late))
 
 
 def client(port, stop, out):
@@ -127,6 +149,7 @@ def main():
     ap.add_argument("--senders", type=int, default=2)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--phase", type=float, default=1.5)
+    ap.add_argument("--ephemeral", action="store_true")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="lb-hb-bench-")
@@ -137,8 +160,12 @@ def main():
              "pool = web", "", "[pool web]", f"server = w {backend.addr(backend.ports[0])}",
              "check = none", "", "[pool hb]", "check = none", "heartbeat_ttl = 3s",
              "min_servers = 0"]
-    lines += [f"server = s{i} 127.0.{1 + i // 60000}.{1 + (i // 250) % 250}:{1 + i % 60000}"
-              for i in range(args.servers)]
+    addrs = [f"127.0.{1 + i // 60000}.{1 + (i // 250) % 250}:{1 + i % 60000}"
+             for i in range(args.servers)]
+    if args.ephemeral:
+        lines.append("ephemeral_delete_after = 6s")
+    else:
+        lines += [f"server = s{i} {a}" for i, a in enumerate(addrs)]
     conf = os.path.join(work, "lb.ini")
     with open(conf, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -177,9 +204,12 @@ def main():
                          cpu.get("lb", 0), cpu.get("lb-worker", 0), lat[n0:n1]))
 
         window("quiet", args.phase)
-        paths = [f"/pools/hb/servers/s{i}/heartbeat" for i in range(args.servers)]
-        per = [paths[k::args.senders] for k in range(args.senders)]
-        senders = [(admin, p, args.period, args.duration) for p in per]
+        items = [(f"/pools/hb/servers/s{i}/heartbeat",
+                  f'{{"address":"{a}"}}'.encode() if args.ephemeral else b"")
+                 for i, a in enumerate(addrs)]
+        per = [items[k::args.senders] for k in range(args.senders)]
+        conns = 32 if args.ephemeral else 1
+        senders = [(admin, p, args.period, args.duration, conns) for p in per]
         window("heartbeats", args.duration, senders)
         window("cpu hogs (control)", args.duration, "spin")
         window("recovery", args.duration, senders)
@@ -194,7 +224,8 @@ def main():
         log.close()
     shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{args.servers} heartbeat-only servers, every {args.period:g} s, "
+    print(f"\n{args.servers} heartbeat-only {'ephemeral ' if args.ephemeral else ''}servers, "
+          f"every {args.period:g} s, "
           f"{args.senders} pipelined senders; lb workers = 1\n")
     print("| phase | heartbeats/s answered | refused | senders behind (max s) | lb-admin % core "
           "| main % core | worker % core | data path requests | p50 ms | p99 ms | max ms |")
