@@ -358,8 +358,8 @@ dsc_etcd_answer(struct dsc_etcd *e, struct evhttp_request *req, const char *what
     in = evhttp_request_get_input_buffer(req);
     *len = evbuffer_get_length(in);
     body = (const char *)evbuffer_pullup(in, -1);
-    if (code == 0) {
-        dsc_etcd_fail(e, "%s: connection failed", what);
+    if (code == 0) {                    /* evhttp's way to say it could not connect */
+        dsc_etcd_fail(e, "%s: cannot connect", what);
         return NULL;
     }
     if (code != 200) {
@@ -475,6 +475,8 @@ dsc_etcd_on_range(struct evhttp_request *req, void *arg)
     }
     e->revision = r.revision;
     e->is_known = true;
+    lb_log(CONF_LOG_INFO, "discover_range", "pool=%s endpoint=%s revision=%" PRId64 " keys=%zu",
+           e->spec->label, e->url, e->revision, e->nentries);
     event_active(e->report_ev, 0, 0);
     dsc_etcd_ask_next(e);
 }
@@ -531,14 +533,20 @@ dsc_etcd_on_watch_object(void *arg, const char *obj, size_t len)
         if (m.is_created && e->phase == DSC_ETCD_WATCH) {
             e->phase = DSC_ETCD_WATCHING;
             e->backoff_ms = DSC_ETCD_BACKOFF_MIN_MS;
+            lb_log(CONF_LOG_INFO, "discover_watch", "pool=%s endpoint=%s from_revision=%" PRId64,
+                   e->spec->label, e->url, e->revision + 1);
             event_active(e->report_ev, 0, 0);     /* ok again, and where */
         }
-        for (size_t i = 0; i < m.nevents && rc == 0; i++)
+        /* The header's revision is etcd's at the time, not how far this
+         * watch has read (its created answer comes before the events it
+         * catches up on): resuming after it could skip some. */
+        for (size_t i = 0; i < m.nevents && rc == 0; i++) {
             rc = dsc_etcd_apply(e, &m.events[i]);
+            if (m.events[i].mod_revision > e->revision)
+                e->revision = m.events[i].mod_revision;
+        }
         if (rc != 0)
             dsc_etcd_fail(e, "watch: out of memory");
-        if (m.revision > e->revision)
-            e->revision = m.revision;
         if (m.nevents > 0)
             event_active(e->report_ev, 0, 0);
     }

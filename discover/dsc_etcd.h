@@ -66,6 +66,7 @@ bool dsc_etcd_stream_is_pending(const struct dsc_etcd_stream *s);
 struct dsc_etcd_kv {
     char *key, *value;
     size_t key_len, value_len;
+    int64_t mod_revision;               /* of its last change (its deletion) */
     bool is_delete;                     /* a DELETE event (value empty) */
 };
 
@@ -112,9 +113,8 @@ char *dsc_etcd_range_body(const char *prefix);
 char *dsc_etcd_watch_body(const char *prefix, int64_t start_revision);
 char *dsc_etcd_auth_body(const char *user, const char *password);
 
-/* The server of a key: its name (the key's last segment) into name
- * (DSC_SERVER_NAME_MAX + 1 bytes), its value's address and weight into
- * out. 0, or -1 with why in err. */
+/* The server of a key into out: its name is the key's last segment, its
+ * address and weight come from the value. 0, or -1 with why in err. */
 int dsc_etcd_server_parse(const struct dsc_etcd_kv *kv, struct dsc_server *out, char *err,
                           size_t errlen);
 

@@ -295,6 +295,10 @@ dsc_etcd_kv_read(const json_t *o, struct dsc_etcd_kv *kv, char *err, size_t errl
         snprintf(err, errlen, "a kv value that is not a string");
         return -1;
     }
+    if (dsc_json_int64(o, "mod_revision", &kv->mod_revision) != 0) {
+        snprintf(err, errlen, "a kv whose mod_revision is not a number");
+        return -1;
+    }
     if (dsc_b64_decode(json_string_value(key), &kv->key, &kv->key_len) != 0) {
         snprintf(err, errlen, "a key that is not base64");
         return -1;
@@ -588,7 +592,11 @@ dsc_etcd_address_parse(const char *s, size_t n, char *out, size_t cap, char *err
     unsigned char bin[16];
     bool is_v6 = n > 0 && s[0] == '[';
 
-    if (n == 0 || n >= cap) {
+    if (n == 0) {
+        snprintf(err, errlen, "an empty address");
+        return -1;
+    }
+    if (n >= cap) {
         snprintf(err, errlen, "an address of %zu bytes", n);
         return -1;
     }
