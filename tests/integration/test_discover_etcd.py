@@ -383,6 +383,8 @@ class EtcdDiscoverTest(harness.LbTestCase):
         reload lines (polling a /stats of 10,000 servers would measure the
         polling)."""
         small, big = 1000, 10000
+        # measured 2.9 s and 0.65 s optimised, 9.7 s and 1.8 s under ASan
+        bound = 30.0 if harness.SANITIZED else 10.0
 
         def items(lo, hi):
             return [(self.key(f"s{i:05d}"), f"{HOST}:{20000 + i}") for i in range(lo, hi)]
@@ -405,20 +407,20 @@ class EtcdDiscoverTest(harness.LbTestCase):
         t0 = time.time()
         self.etcd.put_many(items(small, big))
         put_s = time.time() - t0
-        took = full_at(lb, big, 60.0) - t0
+        took = full_at(lb, big, 2 * bound) - t0
         print(f"measured: {big} keys in the pool {took * 1000:.0f} ms after the first of "
               f"{(big - small) // 1000} transactions of 1,000 puts began (watch; the puts "
               f"took {put_s * 1000:.0f} ms)", flush=True)
-        self.assertLess(took, 30.0)
+        self.assertLess(took, bound)
         self.assertEqual(pool_of(self.admin.stats())["discovery"]["servers_discovered"], big)
         lb.stop()
 
         t0 = time.time()
         lb = self.start(keys=keys)
-        took = full_at(lb, big, 60.0) - t0
+        took = full_at(lb, big, 2 * bound) - t0
         print(f"measured: {big} keys in the pool {took * 1000:.0f} ms after lb started (range)",
               flush=True)
-        self.assertLess(took, 30.0)
+        self.assertLess(took, bound / 3)
 
 
 def _ts(text):
