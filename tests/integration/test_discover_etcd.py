@@ -376,6 +376,49 @@ class EtcdDiscoverTest(harness.LbTestCase):
         self.assertIn("cannot connect", pool_of(st)["discovery"]["last_error"])
         self.assertEqual(harness.fetch_name(self.port), "A")
 
+    def test_auth_token(self):
+        """With discover_user and discover_password lb logs in and sends
+        the token; a wrong password is a failure /stats names. Auth is
+        switched on for this case only (etcdctl, as root) and off again."""
+        a, b = self.named("A"), self.named("B")
+        self.etcd.put(self.key("a"), a.addr)
+        env = dict(os.environ, ETCDCTL_API="3")
+
+        def ctl(*args, user=None):
+            cmd = ["etcdctl", "--endpoints", self.etcd.url] + (["--user", user] if user else [])
+            subprocess.run(cmd + list(args), env=env, check=True, capture_output=True,
+                           timeout=20)
+        ctl("user", "add", "root:rootpw")
+        ctl("user", "grant-role", "root", "root")
+        ctl("user", "add", "lb:lbpw")
+        ctl("role", "add", "lbread")
+        ctl("role", "grant-permission", "lbread", "--prefix=true", "read", self.prefix)
+        ctl("user", "grant-role", "lb", "lbread")
+        ctl("auth", "enable")
+
+        def off():
+            ctl("auth", "disable", user="root:rootpw")
+            ctl("user", "delete", "lb")
+            ctl("user", "delete", "root")
+            ctl("role", "delete", "lbread")
+        self.addCleanup(off)
+        self.start(keys={"discover_user": "lb", "discover_password": "lbpw"})
+        self.wait_servers(lambda s: "a" in s, "a read with the token")
+        t0 = time.monotonic()
+        ctl("put", self.key("b"), b.addr, user="root:rootpw")
+        self.wait_servers(lambda s: "b" in s, "b through the watch", timeout=2.0)
+        print(f"measured: a put with auth on in the pool {time.monotonic() - t0:.2f} s after "
+              f"etcdctl started (its process included)", flush=True)
+
+        lb2_admin = free_port()
+        cfg = etcd_config(self.etcd, lb2_admin, free_port(), self.prefix,
+                          {"discover_user": "lb", "discover_password": "wrong"})
+        self.start_lb(cfg)
+        st = Admin(lb2_admin).wait_stats(lambda st: pool_of(st)["discovery"]["failures"] >= 1,
+                                         RECONNECT_S, "the log-in refused")
+        self.assertIn("authenticate: HTTP 400", pool_of(st)["discovery"]["last_error"])
+        self.assertEqual(servers_of(st), {})
+
     def test_many_keys(self):
         """1,000 keys read by the range at start, then 9,000 more put while
         lb watches (one transaction per 1,000), then a fresh lb reading all
