@@ -22,15 +22,20 @@
 # for dig (the UDP tests' client), dnsperf and libnginx-mod-stream for the
 # UDP bench (nginx's stream module is the peer there; on a machine with
 # systemd unbound also starts a system service on :53, which the tests do
-# not use). Safe to run again: it calls apt-get only when something is
+# not use), etcd-server and etcd-client for the etcd discovery tests (the
+# test starts its own etcd on free ports with its data in a temp dir; on a
+# machine with systemd the package also starts a system service on :2379,
+# which the test does not use). Safe to run again: it calls apt-get only when something is
 # missing.
 set -euo pipefail
 
-PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev libnghttp2-dev python3 curl)
+PKGS=(gcc make cmake pkg-config libevent-dev libssl-dev libinih-dev libnghttp2-dev libjansson-dev
+      python3 curl)
 if [ "${1:-}" = "--test" ]; then
     PKGS+=(openssl chromium dnsmasq-base mariadb-server postgresql redis-server
            keepalived bird2 iproute2 man-db systemd prometheus clang libclang-rt-14-dev
-           haproxy nginx libnginx-mod-stream unbound dnsutils dnsperf python3-grpcio)
+           haproxy nginx libnginx-mod-stream unbound dnsutils dnsperf python3-grpcio
+           etcd-server etcd-client)
 fi
 
 missing=()

@@ -4,6 +4,7 @@
  * table (discover.h); nothing here knows what a source asks.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "discover.h"
 
@@ -51,6 +52,14 @@ const struct dsc_spec *
 dsc_spec_of(const struct dsc *d)
 {
     return &d->spec;
+}
+
+void
+dsc_info_of(const struct dsc *d, struct dsc_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (d->source->info != NULL)
+        d->source->info(d->state, out);
 }
 
 bool

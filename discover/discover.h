@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "conf.h"                       /* struct conf_endpoint */
+
 struct event_base;
 struct dsc;
 struct dsc_source;
@@ -40,6 +42,21 @@ struct dsc_spec {
     struct sockaddr_storage endpoint;   /* whom it asks */
     socklen_t endpoint_len;
     uint64_t interval_ms;               /* from one round to the next */
+    /* a registry (etcd): its gateway's URLs, tried in turn, and how to log
+       in; "" when unused */
+    struct conf_endpoint endpoints[CONF_ENDPOINTS_MAX];
+    size_t nendpoints;
+    char user[128], password[128];
+    char tls_ca[1024];                  /* CA file for https ("": the system's) */
+    char label[DSC_SERVER_NAME_MAX + 1]; /* whose discovery (the pool), for log
+                                           lines only: not compared */
+};
+
+/* Where a discovery stands, for /stats: what a source that keeps a session
+ * (etcd) talks to and how far it has read; zeros for the others. */
+struct dsc_info {
+    char endpoint[300];                 /* "http://10.0.0.2:2379" */
+    int64_t revision;                   /* the last one its set reflects */
 };
 
 /* One discovered server. name: unique in the set, as a config server name
@@ -67,13 +84,15 @@ typedef void (*dsc_result_pt)(void *arg, const struct dsc_server *servers, size_
  *        dsc_spec_of then shows). Nothing runs and fn is not called yet.
  *   start: begins the rounds (the first at once, from the loop); 0 or -1.
  *   free: stops and frees the state; pending rounds end without a call.
- *   spec_equal: whether two specs of this source ask the same thing. */
+ *   spec_equal: whether two specs of this source ask the same thing.
+ *   info: where it stands (NULL: a source with nothing to tell). */
 struct dsc_source {
     const char *name;                   /* its value of the pool's discover key */
     void *(*new)(struct event_base *base, struct dsc_spec *spec, dsc_result_pt fn, void *arg);
     int (*start)(void *state);
     void (*free)(void *state);
     bool (*spec_equal)(const struct dsc_spec *a, const struct dsc_spec *b);
+    void (*info)(void *state, struct dsc_info *out);
 };
 
 /* One discovery of spec by spec->source, not running yet. NULL when out of
@@ -85,6 +104,9 @@ int dsc_start(struct dsc *d);
 void dsc_free(struct dsc *d);
 /* The spec d runs, in its source's canonical form. */
 const struct dsc_spec *dsc_spec_of(const struct dsc *d);
+/* Where d stands (zeros when its source tells nothing). Its base's
+ * thread. */
+void dsc_info_of(const struct dsc *d, struct dsc_info *out);
 /* Same source and, by that source's rule, the same question: a reload
  * keeps a dsc whose spec is equal to the new one. */
 bool dsc_spec_equal(const struct dsc_spec *a, const struct dsc_spec *b);

@@ -459,7 +459,7 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     LB_ADD_LIT(out, "}");
 }
 
-/* "discovery": what the pool's DNS said last; status "ok" while the last
+/* "discovery": what the pool's DNS (or etcd) said last; status "ok" while the last
  * round succeeded, "failing" after a failed one (the servers of the last
  * good answer keep serving), "pending" before the first answer. */
 static void
@@ -471,9 +471,21 @@ lb_stats_discovery_json(struct evbuffer *out, const struct conf_pool *pc,
                        : st->successes > 0 ? "ok"
                                            : "pending";
 
+    bool is_etcd = pc->discover == CONF_DISCOVER_ETCD;
+
     evbuffer_add_printf(out, ",\"discovery\":{\"mode\":\"%s\",\"name\":",
-                        pc->discover == CONF_DISCOVER_DNS_A ? "dns-a" : "dns-srv");
-    lb_json_str(out, pc->discover_name);
+                        is_etcd ? "etcd" : pc->discover == CONF_DISCOVER_DNS_A ? "dns-a"
+                                                                              : "dns-srv");
+    /* etcd: the prefix is what is asked; where and how far it has read */
+    lb_json_str(out, is_etcd ? pc->discover_prefix : pc->discover_name);
+    if (is_etcd) {
+        LB_ADD_LIT(out, ",\"endpoint\":");
+        if (st->endpoint[0] != '\0')
+            lb_json_str(out, st->endpoint);
+        else
+            LB_ADD_LIT(out, "null");
+        evbuffer_add_printf(out, ",\"revision\":%lld", (long long)st->revision);
+    }
     evbuffer_add_printf(out, ",\"status\":\"%s\",\"servers_discovered\":%zu,"
                         "\"successes\":%llu,\"failures\":%llu,\"last_success\":",
                         status, pv->discovered, (unsigned long long)st->successes,

@@ -30,6 +30,7 @@
 #include "state.h"
 #include "tier.h"
 #include "dsc_dns.h"
+#include "dsc_etcd.h"
 
 /* The weight a discovered server gets at most (SRV weights go to 65535). */
 #define LB_MEMBERS_WEIGHT_MAX 256
@@ -270,10 +271,15 @@ lb_members_on_result(void *arg, const struct dsc_server *servers, size_t n, cons
     bool is_changed = false;
     char qbuf[400];
 
+    struct dsc_info info;
+
+    dsc_info_of(m->dsc, &info);
     if (error == NULL && (set = calloc(n, sizeof(*set))) == NULL)
         error = "out of memory";
     if (error != NULL) {
         pthread_mutex_lock(&d->state_lock);
+        snprintf(m->status.endpoint, sizeof(m->status.endpoint), "%s", info.endpoint);
+        m->status.revision = info.revision;
         m->status.failures++;
         m->status.is_failing = true;
         m->status.last_failure = lb_wall_now();
@@ -291,6 +297,8 @@ lb_members_on_result(void *arg, const struct dsc_server *servers, size_t n, cons
                                                                   : LB_MEMBERS_WEIGHT_MAX;
     }
     pthread_mutex_lock(&d->state_lock);
+    snprintf(m->status.endpoint, sizeof(m->status.endpoint), "%s", info.endpoint);
+    m->status.revision = info.revision;
     m->status.successes++;
     m->status.last_success = lb_wall_now();
     m->status.is_failing = false;
@@ -314,6 +322,21 @@ static int
 lb_members_spec(const struct conf_pool *p, struct dsc_spec *spec, char *err, size_t errlen)
 {
     memset(spec, 0, sizeof(*spec));
+    if (p->discover == CONF_DISCOVER_ETCD) {
+        int n = conf_endpoints_parse(p->discover_endpoints, spec->endpoints, CONF_ENDPOINTS_MAX,
+                                     err, errlen);
+
+        if (n < 0)
+            return -1;
+        spec->source = &dsc_etcd;
+        spec->nendpoints = (size_t)n;
+        snprintf(spec->name, sizeof(spec->name), "%s", p->discover_prefix);
+        snprintf(spec->user, sizeof(spec->user), "%s", p->discover_user);
+        snprintf(spec->password, sizeof(spec->password), "%s", p->discover_password);
+        snprintf(spec->tls_ca, sizeof(spec->tls_ca), "%s", p->discover_tls_ca);
+        snprintf(spec->label, sizeof(spec->label), "%s", p->name);
+        return 0;
+    }
     spec->source = p->discover == CONF_DISCOVER_DNS_A ? &dsc_dns_a : &dsc_dns_srv;
     snprintf(spec->name, sizeof(spec->name), "%s", p->discover_name);
     spec->port = (uint16_t)p->discover_port;

@@ -58,6 +58,8 @@ struct lb_members {
         double last_success, last_failure;  /* unix seconds, 0 = never */
         char last_error[160];           /* of the last failed round */
         bool is_failing;                /* the last round failed */
+        char endpoint[300];             /* etcd: the URL it talks to */
+        int64_t revision;               /* etcd: the last revision read */
     } status;
     bool is_seen;                       /* lb_members_sync's mark */
 };
