@@ -65,8 +65,9 @@ struct conf_cidrs {
 /* Who put a server in its pool (shown in /stats as "source"). */
 enum conf_source {
     CONF_SOURCE_CONFIG = 0,         /* a server line of the file */
-    CONF_SOURCE_DNS,                /* discovery */
+    CONF_SOURCE_DNS,                /* discovery: dns-srv, dns-a */
     CONF_SOURCE_API,                /* POST /pools/{pool}/servers */
+    CONF_SOURCE_ETCD,               /* discovery: etcd */
 };
 
 enum conf_balance {

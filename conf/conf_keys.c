@@ -122,6 +122,7 @@ static const char *const conf_send_proxy_names[] = {
 /* Not a key's values: names only (/stats "source"). */
 static const char *const conf_source_names[] = {
     [CONF_SOURCE_CONFIG] = "config", [CONF_SOURCE_DNS] = "dns", [CONF_SOURCE_API] = "api",
+    [CONF_SOURCE_ETCD] = "etcd",
 };
 
 /* One setter per type; the table rows only name the type. */

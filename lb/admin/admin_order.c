@@ -248,6 +248,8 @@ lb_order_delete(struct lb_daemon *d, const struct lb_admin_order *o)
     srv = lb_admin_find_server(d, o->pool, o->server, &pool_found);
     if (srv != NULL && srv->conf->source == CONF_SOURCE_CONFIG)
         conflict = "the server comes from the config file: remove its line and reload";
+    else if (srv != NULL && srv->conf->source == CONF_SOURCE_ETCD)
+        conflict = "the server comes from etcd: it leaves when its key does";
     else if (srv != NULL && srv->conf->source == CONF_SOURCE_DNS)
         conflict = "the server comes from DNS: it leaves when its record does";
     else if (srv != NULL) {

@@ -162,7 +162,10 @@ lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
             continue;
         rc = lb_members_append(c, pi, m->api, m->napi, CONF_SOURCE_API, err, errlen);
         if (rc == 0)
-            rc = lb_members_append(c, pi, m->dns, m->ndns, CONF_SOURCE_DNS, err, errlen);
+            rc = lb_members_append(c, pi, m->dns, m->ndns,
+                                   c->pools[pi].discover == CONF_DISCOVER_ETCD ? CONF_SOURCE_ETCD
+                                                                               : CONF_SOURCE_DNS,
+                                   err, errlen);
         if (rc == 0)
             lb_members_weigh(m, &c->pools[pi]);
     }

@@ -376,7 +376,7 @@ SERVER_SPEC = {
     "admin": lambda v: v in ("none", "drain", "disable"),
     "check": _is_str, "checks_total": _is_count, "last_detection_ms": _is_num,
     "max_connections": _is_count,
-    "source": lambda v: v in ("config", "dns", "api"),
+    "source": lambda v: v in ("config", "dns", "api", "etcd"),
     "share": lambda v: _is_num(v) and 0 <= v <= 1,
     "effective_weight": lambda v: _is_num(v) and v >= 0,
     "slow_start": lambda v: v is None or (isinstance(v, dict) and 0 <= v.get("progress", -1) <= 1),

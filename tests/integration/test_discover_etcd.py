@@ -222,7 +222,7 @@ class EtcdDiscoverTest(harness.LbTestCase):
                           all(v["state"] == "up" for v in s.values()), "a and b up")
         st = self.admin.stats()
         self.assertEqual(servers_of(st)["b"]["weight"], 3)
-        self.assertEqual(servers_of(st)["a"]["source"], "dns")
+        self.assertEqual(servers_of(st)["a"]["source"], "etcd")
         disc = pool_of(st)["discovery"]
         self.assertEqual((disc["mode"], disc["name"], disc["endpoint"], disc["status"]),
                          ("etcd", self.prefix, self.etcd.url, "ok"))
@@ -265,6 +265,13 @@ class EtcdDiscoverTest(harness.LbTestCase):
         self.follow(lambda: self.etcd.put(self.key("a"), "nonsense"),
                     lambda s: set(s) == {"b"}, "a key whose value turned bad left")
         self.assertEqual(pool_of(self.admin.stats())["discovery"]["status"], "ok")
+        # A key of 1 MB (etcd takes up to 1.5 MiB) comes through the watch
+        # as one event of 1.4 MB of base64: skipped, and the watch goes on.
+        self.etcd.put(self.key("big"), "1" * (1 << 20))
+        wait_for(lambda: lb.events("discover_bad_value", pool="web", key=self.key("big")), 5.0,
+                 "the 1 MB value skipped")
+        self.follow(lambda: self.etcd.put(self.key("a"), a.addr),
+                    lambda s: set(s) == {"a", "b"}, "a change after the 1 MB key")
 
     def test_etcd_restart_resumes_watch(self):
         a, b = self.named("A"), self.named("B")
