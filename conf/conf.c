@@ -625,7 +625,11 @@ conf_merge_pool(struct conf_pool *pool, const struct conf_lines *l)
 {
     int ktimeout = conf_key_find(CONF_SECTION_POOL, "check_timeout");
     int kinterval = conf_key_find(CONF_SECTION_POOL, "check_interval");
+    int kdelete = conf_key_find(CONF_SECTION_POOL, "ephemeral_delete_after");
 
+    /* unset, the deletion is never before the server is out of rotation */
+    if (l->key[kdelete] == 0 && pool->ephemeral_delete_after_ms < pool->heartbeat_ttl_ms)
+        pool->ephemeral_delete_after_ms = pool->heartbeat_ttl_ms;
     if (l->key[ktimeout] == 0 && !l->bad[kinterval] &&
         pool->check_timeout_ms > pool->check_interval_ms)
         pool->check_timeout_ms = pool->check_interval_ms;

@@ -393,6 +393,11 @@ dsc_etcd_post(struct dsc_etcd *e, const char *path, char *body,
         return;
     }
     evhttp_request_set_error_cb(req, dsc_etcd_on_req_error);
+    /* A whole answer is held until it ends: bounded. The watch's is
+     * endless (libevent counts the limit over the whole stream) and held a
+     * chunk at a time, each one of etcd's messages. */
+    evhttp_connection_set_max_body_size(e->conn, done == dsc_etcd_on_watch_end
+                                                     ? EV_SIZE_MAX : DSC_ETCD_OBJECT_MAX);
     if (done == dsc_etcd_on_watch_end) {
         evhttp_request_set_header_cb(req, dsc_etcd_on_watch_headers);
         evhttp_request_set_chunked_cb(req, dsc_etcd_on_watch_chunk);
@@ -519,7 +524,7 @@ dsc_etcd_on_watch_object(void *arg, const char *obj, size_t len)
     if (m.is_error) {
         dsc_etcd_fail(e, "watch: %s", m.reason);
         rc = -1;
-    } else if (m.compact_revision > 0 || m.is_canceled) {
+    } else if (m.compact_revision > 0) {
         /* what lb saw last is compacted: only a range tells the keys now */
         lb_log(CONF_LOG_INFO, "discover_etcd_compacted",
                "pool=%s revision=%" PRId64 " compact_revision=%" PRId64, e->spec->label,
@@ -528,6 +533,12 @@ dsc_etcd_on_watch_object(void *arg, const char *obj, size_t len)
         e->is_range_again = true;
         dsc_etcd_fail(e, "watch canceled (%s)",
                       m.reason[0] != '\0' ? m.reason : "revision compacted");
+        rc = -1;
+    } else if (m.is_canceled) {
+        /* any other cancel (permission denied, ...): a failure, with its
+         * backoff and the next endpoint; reading the range again at once
+         * would loop on it */
+        dsc_etcd_fail(e, "watch canceled (%s)", m.reason[0] != '\0' ? m.reason : "no reason");
         rc = -1;
     } else {
         if (m.is_created && e->phase == DSC_ETCD_WATCH) {
@@ -540,13 +551,22 @@ dsc_etcd_on_watch_object(void *arg, const char *obj, size_t len)
         /* The header's revision is etcd's at the time, not how far this
          * watch has read (its created answer comes before the events it
          * catches up on): resuming after it could skip some. */
+        int64_t revision = e->revision;
+
         for (size_t i = 0; i < m.nevents && rc == 0; i++) {
             rc = dsc_etcd_apply(e, &m.events[i]);
-            if (m.events[i].mod_revision > e->revision)
-                e->revision = m.events[i].mod_revision;
+            if (m.events[i].mod_revision > revision)
+                revision = m.events[i].mod_revision;
         }
-        if (rc != 0)
+        /* a message applied in part: the keys are not known any more, and
+         * a resume from its revision would skip the rest */
+        if (rc != 0) {
+            e->is_known = false;
+            e->is_range_again = true;
             dsc_etcd_fail(e, "watch: out of memory");
+        } else {
+            e->revision = revision;
+        }
         if (m.nevents > 0)
             event_active(e->report_ev, 0, 0);
     }
@@ -633,9 +653,8 @@ dsc_etcd_session_open(struct dsc_etcd *e)
         }
         bev = bufferevent_openssl_socket_new(e->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
                                              BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-        if (bev == NULL)
-            SSL_free(ssl);
-        else    /* etcd closes without close_notify at times */
+        /* on failure libevent 2.1 frees ssl itself (BEV_OPT_CLOSE_ON_FREE) */
+        if (bev != NULL)        /* etcd closes without close_notify at times */
             bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     } else {
         bev = bufferevent_socket_new(e->base, -1, BEV_OPT_CLOSE_ON_FREE);

@@ -210,14 +210,18 @@ lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
         pool = strcmp(d->gen->pools[i].conf->name, o->pool) == 0 ? &d->gen->pools[i] : NULL;
-    if (pool != NULL && mb.is_ephemeral && pool->conf->heartbeat_ttl_ms == 0)
+    if (pool != NULL && mb.is_ephemeral && pool->conf->heartbeat_ttl_ms == 0) {
         rc = 2;
-    else if (pool != NULL && o->kind == LB_ADMIN_ORDER_HEARTBEAT &&
-             (pending = lb_members_api_find(d, o->pool, mb.name)) != NULL &&
-             pending->is_ephemeral && strcmp(pending->address, mb.address) == 0)
-        rc = 0;
-    else if (pool != NULL)
+    } else if (pool != NULL) {
+        /* Registered already and not in the pool: its reload is on the
+         * way, or it lost its name or address to a server of the file
+         * since. Registered again, it is judged again. */
+        if (o->kind == LB_ADMIN_ORDER_HEARTBEAT &&
+            (pending = lb_members_api_find(d, o->pool, mb.name)) != NULL &&
+            pending->is_ephemeral)
+            (void)lb_members_api_remove(d, o->pool, mb.name);
         rc = lb_members_api_add(d, pool->conf, &mb, &conflict);
+    }
     pthread_mutex_unlock(&d->state_lock);
     if (pool == NULL)
         lb_order_error(d, o->wait, 404, "Not Found", "no such pool");
@@ -296,6 +300,21 @@ lb_order_weight(struct lb_daemon *d, const struct lb_admin_order *o)
         lb_order_answer_server(d, o->wait, 200, "OK", o->pool, o->server);
 }
 
+/* Whether a heartbeat's "NAME ADDRESS[ weight=N]" gives srv's own address
+ * (as its registration wrote it); true without one. */
+static bool
+lb_order_same_address(const struct lb_server *srv, const char *server_line)
+{
+    const char *addr = strchr(server_line, ' ');
+    size_t len;
+
+    if (server_line[0] == '\0' || addr == NULL)
+        return true;
+    addr++;
+    len = strcspn(addr, " ");
+    return strlen(srv->conf->addr.text) == len && memcmp(srv->conf->addr.text, addr, len) == 0;
+}
+
 /* POST /pools/P/servers/S/heartbeat: the server's own word on its health,
  * which can only lower it (lb_server_heartbeat). 200 with what it is now;
  * 409 for a pool without heartbeat_ttl (a deploy error, not a no-op). The
@@ -306,8 +325,9 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
 {
     struct lb_server *srv;
     struct evbuffer *b;
-    bool pool_found, is_off = false, in_rotation = false;
+    bool pool_found, is_off = false, is_moved = false, in_rotation = false;
     const char *health = "";
+    char moved[sizeof(srv->conf->addr.text) + 128];
     uint64_t ttl = 0;
 
     pthread_mutex_lock(&d->state_lock);
@@ -319,9 +339,17 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
         lb_order_add(d, o);
         return;
     }
-    if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0)
+    if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0) {
         is_off = true;
-    else if (srv != NULL) {
+    } else if (srv != NULL && srv->conf->is_ephemeral &&
+               !lb_order_same_address(srv, o->server_line)) {
+        /* an instance that came back elsewhere under the same name: its
+         * heartbeats must not keep the old address alive */
+        is_moved = true;
+        snprintf(moved, sizeof(moved), "the ephemeral server %s has address %s: it goes "
+                 "ephemeral_delete_after after its last heartbeat, or DELETE it",
+                 srv->conf->name, srv->conf->addr.text);
+    } else if (srv != NULL) {
         lb_server_heartbeat(d, srv, o->beat, o->note);
         in_rotation = atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed);
         health = lb_server_health_name(srv);
@@ -331,9 +359,9 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
         lb_order_not_found(d, o->wait, pool_found);
         return;
     }
-    if (is_off) {
+    if (is_off || is_moved) {
         lb_order_error(d, o->wait, 409, "Conflict",
-                       "heartbeats are off in this pool: set heartbeat_ttl");
+                       is_off ? "heartbeats are off in this pool: set heartbeat_ttl" : moved);
         return;
     }
     if ((b = evbuffer_new()) != NULL)

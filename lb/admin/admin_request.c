@@ -7,7 +7,9 @@
  * token check fooled by trailing bytes and a version answered as
  * "HTTP/1.-1" all come from the places where libevent 2.1 reads a request
  * differently from the standard. Here every such place is refused, so
- * what is accepted means the same thing to both parsers.
+ * what is accepted means the same thing to both parsers. JSON bodies are
+ * read by jansson, as etcd's answers are, into the fields each route
+ * takes, and refused in the port's own words.
  *
  * Host and Origin (issue 10: any web page could POST to the admin port,
  * and a page that rebinds its DNS name to 127.0.0.1 could read /stats):
@@ -24,6 +26,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include <jansson.h>
 
 #include "admin_request.h"
 
@@ -539,8 +543,8 @@ lb_admin_copy_name(char *dst, struct lb_admin_span s)
 
 /* ------------------------------------------------------- JSON bodies */
 
-/* A field of a body: a string (at most cap - 1 bytes, no \u escape but
- * \u0000-free ASCII ones) or a count (0..max). */
+/* A field of a body: a string (at most cap - 1 bytes), a count (0..max)
+ * or a flag (true, false). */
 struct lb_admin_field {
     const char *name;
     bool is_count;
@@ -554,123 +558,103 @@ struct lb_admin_field {
     bool is_seen;
 };
 
-static const char *
-lb_admin_json_ws(const char *p, const char *end)
+/* Whether the body is blanks only (a heartbeat's empty body). */
+static bool
+lb_admin_body_is_empty(struct lb_admin_span body)
 {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-        p++;
-    return p;
+    for (size_t i = 0; i < body.len; i++) {
+        if (body.p[i] != ' ' && body.p[i] != '\t' && body.p[i] != '\r' && body.p[i] != '\n')
+            return false;
+    }
+    return true;
 }
 
-/* A JSON string at *p into out (cap bytes); NULL on success, else why. */
+/* Why jansson refused the body, in the admin port's words. */
 static const char *
-lb_admin_json_string(const char **p, const char *end, char *out, size_t cap)
+lb_admin_json_refusal(const json_error_t *e)
 {
-    size_t n = 0;
-    const char *q = *p;
-
-    if (q >= end || *q != '"')
-        return "expected a string";
-    for (q++; q < end && *q != '"'; q++) {
-        char c = *q;
-
-        if ((unsigned char)c < 0x20)
-            return "a control character in a string";
-        if (c == '\\') {
-            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-            const char *k;
-
-            if (++q >= end || (k = strchr(from, *q)) == NULL || *q == '\0')
-                return "an unsupported escape in a string";
-            c = to[k - from];
-        }
-        if (n + 1 >= cap)
-            return "a string too long";
-        out[n++] = c;
+    switch (json_error_code(e)) {
+    case json_error_duplicate_key:
+        return "a field is given twice in the body";
+    case json_error_end_of_input_expected:
+        return "more than one JSON object in the body";
+    case json_error_invalid_utf8:
+        return "the body is not UTF-8";
+    default:
+        break;
     }
-    if (q >= end)
-        return "a string does not end";
-    out[n] = '\0';
-    *p = q + 1;
+    /* a string's own faults (jansson's texts; its codes lump them in
+     * with every syntax error) */
+    if (strncmp(e->text, "control character", 17) == 0 ||
+        strncmp(e->text, "unexpected newline", 18) == 0)
+        return "a control character in a string";
+    if (strncmp(e->text, "invalid escape", 14) == 0 ||
+        json_error_code(e) == json_error_null_character)
+        return "an unsupported escape in a string";
+    if (strstr(e->text, "'[' or '{' expected") != NULL)
+        return "the body is not a JSON object";
+    return "the body is not valid JSON";
+}
+
+/* One member's value into f; NULL, or why not. */
+static const char *
+lb_admin_json_value(struct lb_admin_field *f, const json_t *v)
+{
+    if (f->is_bool) {
+        if (!json_is_boolean(v))
+            return "a flag field is not true or false";
+        *f->flag = json_is_true(v);
+    } else if (f->is_count) {
+        if (!json_is_integer(v))
+            return "a count field is not a number";
+        if (json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)f->max)
+            return "a count field is out of range";
+        *f->count = (uint32_t)json_integer_value(v);
+    } else {
+        if (!json_is_string(v))
+            return "expected a string";
+        /* a NUL inside is refused by the parser (no JSON_ALLOW_NUL) */
+        if (json_string_length(v) >= f->cap)
+            return "a string too long";
+        memcpy(f->str, json_string_value(v), json_string_length(v) + 1);
+    }
     return NULL;
 }
 
-/* {"field": value, ...} with exactly the fields given (each once). NULL,
- * or why not. */
+/* {"field": value, ...} with exactly the fields given (each once), read by
+ * jansson. NULL, or why not. */
 static const char *
 lb_admin_json_object(struct lb_admin_span body, struct lb_admin_field *fields, size_t n)
 {
-    const char *p = body.p, *end = body.p + body.len;
-    char key[32];
+    json_error_t e;
+    json_t *root = json_loadb(body.p, body.len, JSON_REJECT_DUPLICATES, &e), *v;
+    const char *key, *bad = NULL;
 
-    p = lb_admin_json_ws(p, end);
-    if (p >= end || *p++ != '{')
+    if (root == NULL)
+        return lb_admin_json_refusal(&e);
+    if (!json_is_object(root)) {
+        json_decref(root);
         return "the body is not a JSON object";
-    p = lb_admin_json_ws(p, end);
-    if (p < end && *p == '}')
-        p++;
-    else {
-        for (;;) {
-            struct lb_admin_field *f = NULL;
-            const char *bad;
+    }
+    json_object_foreach(root, key, v) {
+        struct lb_admin_field *f = NULL;
 
-            p = lb_admin_json_ws(p, end);
-            if ((bad = lb_admin_json_string(&p, end, key, sizeof(key))) != NULL)
-                return "the body is not a JSON object of known fields";
-            for (size_t i = 0; i < n && f == NULL; i++)
-                f = strcmp(fields[i].name, key) == 0 ? &fields[i] : NULL;
-            if (f == NULL)
-                return "unknown field in the body";
-            if (f->is_seen)
-                return "a field is given twice in the body";
-            f->is_seen = true;
-            p = lb_admin_json_ws(p, end);
-            if (p >= end || *p++ != ':')
-                return "the body is not valid JSON";
-            p = lb_admin_json_ws(p, end);
-            if (f->is_bool) {
-                if ((size_t)(end - p) >= 4 && memcmp(p, "true", 4) == 0) {
-                    *f->flag = true;
-                    p += 4;
-                } else if ((size_t)(end - p) >= 5 && memcmp(p, "false", 5) == 0) {
-                    *f->flag = false;
-                    p += 5;
-                } else {
-                    return "a flag field is not true or false";
-                }
-            } else if (f->is_count) {
-                uint64_t v = 0;
-                const char *d = p;
-
-                while (p < end && *p >= '0' && *p <= '9' && p - d < 10)
-                    v = v * 10 + (uint64_t)(*p++ - '0');
-                if (p == d || (p < end && *p >= '0' && *p <= '9'))
-                    return "a count field is not a number";
-                if (v > f->max)
-                    return "a count field is out of range";
-                *f->count = (uint32_t)v;
-            } else if ((bad = lb_admin_json_string(&p, end, f->str, f->cap)) != NULL) {
-                return bad;
-            }
-            p = lb_admin_json_ws(p, end);
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == '}') {
-                p++;
-                break;
-            }
-            return "the body is not valid JSON";
+        for (size_t i = 0; i < n && f == NULL; i++)
+            f = strcmp(fields[i].name, key) == 0 ? &fields[i] : NULL;
+        if (f == NULL) {
+            bad = "unknown field in the body";
+            break;
         }
+        f->is_seen = true;
+        if ((bad = lb_admin_json_value(f, v)) != NULL)
+            break;
     }
-    if (lb_admin_json_ws(p, end) != end)
-        return "more than one JSON object in the body";
-    for (size_t i = 0; i < n; i++) {
+    json_decref(root);
+    for (size_t i = 0; bad == NULL && i < n; i++) {
         if (fields[i].is_required && !fields[i].is_seen)
-            return fields[i].is_count ? "the body has no weight" : "the body lacks a field";
+            bad = fields[i].is_count ? "the body has no weight" : "the body lacks a field";
     }
-    return NULL;
+    return bad;
 }
 
 /* The value of a server line, "NAME ADDRESS[ weight=N][ max_connections=N]",
@@ -749,7 +733,7 @@ lb_admin_body_heartbeat(struct lb_admin_span body, struct lb_admin_verdict *v)
     v->beat = LB_ADMIN_BEAT_PASS;
     v->note[0] = '\0';
     v->server_line[0] = '\0';
-    if (lb_admin_json_ws(body.p, body.p + body.len) == body.p + body.len)
+    if (lb_admin_body_is_empty(body))
         return;
     if ((bad = lb_admin_json_object(body, fields, 4)) != NULL) {
         lb_admin_refuse(v, 400, strcmp(bad, "a string too long") == 0

@@ -92,8 +92,10 @@ struct lb_server_view {
     uint64_t ejections[BAL_OUTLIER_KINDS];
     uint64_t ejections_refused;
     char eject_reason[128];             /* "" before the first */
+    bool is_ephemeral;
     double delete_in_s;                 /* ephemeral: its silence's time
-                                           left; < 0: not ephemeral */
+                                           left; < 0: never (no heartbeat_ttl
+                                           since a reload) */
 };
 
 struct lb_stats_snap {
@@ -164,7 +166,8 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
     };
     memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
     v->delete_in_s = -1;
-    if (srv->conf->is_ephemeral) {
+    v->is_ephemeral = srv->conf->is_ephemeral;
+    if (srv->conf->is_ephemeral && pc->heartbeat_ttl_ms > 0) {
         uint64_t after = pc->ephemeral_delete_after_ms;
         uint64_t silent = b->beat_at_ms != 0 && now > b->beat_at_ms ? now - b->beat_at_ms : 0;
 
@@ -439,13 +442,14 @@ lb_admin_server_json(struct lb_daemon *d, const struct lb_server_view *v,
     } else {
         LB_ADD_LIT(out, "null");
     }
-    LB_ADD_LIT(out, ",\"ephemeral\":");
-    if (v->delete_in_s >= 0) {
-        LB_ADD_LIT(out, "true,\"delete_in_s\":");
+    if (v->is_ephemeral)
+        LB_ADD_LIT(out, ",\"ephemeral\":true,\"delete_in_s\":");
+    else
+        LB_ADD_LIT(out, ",\"ephemeral\":false,\"delete_in_s\":");
+    if (v->delete_in_s >= 0)
         lb_json_num(out, v->delete_in_s);
-    } else {
-        LB_ADD_LIT(out, "false,\"delete_in_s\":null");
-    }
+    else
+        LB_ADD_LIT(out, "null");
     LB_ADD_LIT(out, ",\"agent\":");
     if (v->has_agent)
         lb_admin_agent_json(out, v);

@@ -425,51 +425,67 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
 
 /* Deletes the ephemeral servers silent for their pool's
  * ephemeral_delete_after: out of rotation at once (already, since
- * heartbeat_ttl), drained, then gone with one members reload for all. One
- * that min_servers' guard holds in rotation stays, as a failing probe's
- * server does: when a whole pool goes silent, the lost heartbeats are
- * likelier than the loss of every instance, and an empty pool serves
- * nobody. Main thread. */
+ * heartbeat_ttl), drained, then gone, with one decision per pool and one
+ * members reload for all. None while min_servers' guard holds a server of
+ * the pool: when a whole pool goes silent at once, the lost heartbeats are
+ * likelier than the loss of every instance, and a floor that is a share of
+ * the pool would shrink with each deletion until one server was left. */
+static size_t
+lb_members_sweep_pool(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
+{
+    uint64_t after = pool->conf->ephemeral_delete_after_ms;
+    struct lb_server *first = NULL;
+    bool is_guarded = false;
+    size_t deleted = 0;
+    char reason[96];
+
+    for (size_t k = 0; k < pool->conf->nservers; k++)
+        is_guarded |= pool->servers[k].b->is_guarded;
+    for (size_t k = 0; k < pool->conf->nservers; k++) {
+        struct lb_server *srv = &pool->servers[k];
+        struct lb_backend *b = srv->b;
+
+        if (!srv->conf->is_ephemeral || b->op.is_api_removed || b->beat_at_ms == 0 ||
+            now - b->beat_at_ms < after)
+            continue;
+        if (is_guarded) {
+            if (!b->is_delete_held)
+                lb_log(CONF_LOG_WARN, "ephemeral_delete_held", "pool=%s server=%s "
+                       "silent_ms=%llu reason=\"guard: min_servers holds servers of the pool\"",
+                       pool->conf->name, srv->conf->name,
+                       (unsigned long long)(now - b->beat_at_ms));
+            b->is_delete_held = true;
+            continue;
+        }
+        lb_log(CONF_LOG_WARN, "ephemeral_delete", "pool=%s server=%s addr=%s silent_ms=%llu",
+               pool->conf->name, srv->conf->name, srv->conf->addr.text,
+               (unsigned long long)(now - b->beat_at_ms));
+        lb_server_mark_deleted(srv);
+        (void)lb_members_api_remove(d, pool->conf->name, srv->conf->name);
+        first = first != NULL ? first : srv;
+        deleted++;
+    }
+    if (first != NULL) {
+        snprintf(reason, sizeof(reason), "ephemeral: no heartbeat for %llu ms",
+                 (unsigned long long)after);
+        lb_pool_decide_deleted(d, pool, first, reason);
+    }
+    return deleted;
+}
+
 static void
 lb_members_on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_daemon *d = arg;
     uint64_t now = lb_mono_ms();
     size_t deleted = 0;
-    char reason[96];
 
     (void)fd;
     (void)what;
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools; i++) {
-        struct lb_pool *pool = &d->gen->pools[i];
-        uint64_t after = pool->conf->ephemeral_delete_after_ms;
-
-        for (size_t k = 0; pool->conf->heartbeat_ttl_ms > 0 && k < pool->conf->nservers; k++) {
-            struct lb_server *srv = &pool->servers[k];
-            struct lb_backend *b = srv->b;
-
-            if (!srv->conf->is_ephemeral || b->op.is_api_removed || b->beat_at_ms == 0 ||
-                now - b->beat_at_ms < after)
-                continue;
-            if (b->is_guarded) {
-                if (!b->is_delete_held)
-                    lb_log(CONF_LOG_WARN, "ephemeral_delete_held", "pool=%s server=%s "
-                           "silent_ms=%llu reason=\"guard: held in rotation by min_servers\"",
-                           pool->conf->name, srv->conf->name,
-                           (unsigned long long)(now - b->beat_at_ms));
-                b->is_delete_held = true;
-                continue;
-            }
-            snprintf(reason, sizeof(reason), "ephemeral: no heartbeat for %llu ms",
-                     (unsigned long long)(now - b->beat_at_ms));
-            lb_log(CONF_LOG_WARN, "ephemeral_delete", "pool=%s server=%s addr=%s silent_ms=%llu",
-                   pool->conf->name, srv->conf->name, srv->conf->addr.text,
-                   (unsigned long long)(now - b->beat_at_ms));
-            lb_server_delete(d, srv, reason);
-            (void)lb_members_api_remove(d, pool->conf->name, srv->conf->name);
-            deleted++;
-        }
+        if (d->gen->pools[i].conf->heartbeat_ttl_ms > 0)
+            deleted += lb_members_sweep_pool(d, &d->gen->pools[i], now);
     }
     pthread_mutex_unlock(&d->state_lock);
     if (deleted > 0 && !lb_tier_is_stopping(d))

@@ -421,6 +421,19 @@ lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight
 }
 
 void
+lb_server_mark_deleted(struct lb_server *srv)
+{
+    srv->b->op.is_api_removed = true;
+}
+
+void
+lb_pool_decide_deleted(struct lb_daemon *d, struct lb_pool *pool, struct lb_server *first,
+                       const char *reason)
+{
+    lb_pool_decide(d, pool, BAL_CAUSE_ADMIN, first, reason, 0);
+}
+
+void
 lb_server_delete(struct lb_daemon *d, struct lb_server *srv, const char *reason)
 {
     if (srv->b->op.is_api_removed)

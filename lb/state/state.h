@@ -70,6 +70,12 @@ int lb_gen_decide_reserve(struct lb_daemon *d, const struct lb_gen *g, const str
 void lb_server_set_admin(struct lb_daemon *d, struct lb_server *srv, enum bal_admin admin);
 void lb_server_set_weight(struct lb_daemon *d, struct lb_server *srv, uint32_t weight);
 void lb_server_delete(struct lb_daemon *d, struct lb_server *srv, const char *reason);
+/* Many deletes in one pool, one decision: each marked, then the pool
+ * decided once with the first as its cause (a sweep of 10,000 silent
+ * servers is one decision, not 10,000). Caller holds state_lock. */
+void lb_server_mark_deleted(struct lb_server *srv);
+void lb_pool_decide_deleted(struct lb_daemon *d, struct lb_pool *pool, struct lb_server *first,
+                            const char *reason);
 
 /* A heartbeat from the server itself (POST .../heartbeat): it can take the
  * server out (fail), make it warning (warn), or let the probe decide

@@ -459,9 +459,8 @@ def server_problems(srv, where="server"):
     state, active = srv.get("state"), srv.get("active_connections")
     agent_state = agent.get("state") if isinstance(agent, dict) else "off"
     agent_drains = isinstance(agent, dict) and (agent_state == "drain" or agent.get("share") == 0)
-    if (srv.get("delete_in_s") is None) == (srv.get("ephemeral") is True):
-        problems.append(f"{where}: ephemeral {srv.get('ephemeral')} but delete_in_s "
-                        f"{srv.get('delete_in_s')}")
+    if srv.get("delete_in_s") is not None and srv.get("ephemeral") is not True:
+        problems.append(f"{where}: not ephemeral but delete_in_s {srv.get('delete_in_s')}")
     if state == "down" and active:
         problems.append(f"{where}: state down with {active} connections open")
     if state == "draining" and active == 0 and srv.get("admin") != "drain" and not agent_drains:

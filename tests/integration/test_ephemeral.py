@@ -137,6 +137,14 @@ class EphemeralTest(LbTestCase):
         # A second heartbeat with the address is a heartbeat.
         r = self.admin.post(beat_path("e1"), headers=JSON, body=json.dumps({"address": e1.addr}))
         self.assertEqual(r.status, 200, str(r))
+        # One from another address under its name (an instance that came
+        # back elsewhere) must not keep the old address alive.
+        r = self.admin.post(beat_path("e1"), headers=JSON,
+                            body=json.dumps({"address": f"{HOST}:1"}))
+        self.assertEqual((r.status, r.json()["error"]),
+                         (409, f"the ephemeral server e1 has address {e1.addr}: it goes "
+                               "ephemeral_delete_after after its last heartbeat, or DELETE it"),
+                         str(r))
 
     def test_refusals(self):
         """Ephemeral needs the pool's heartbeat_ttl (409), and bodies that
@@ -163,7 +171,10 @@ class EphemeralTest(LbTestCase):
     def test_the_guard_keeps_the_last(self):
         """Every instance goes silent at once (a partition between them and
         lb is likelier than the loss of them all): with min_servers = 1 the
-        guard holds one in rotation, and that one is not deleted."""
+        guard holds one in rotation, and while it holds one no instance of
+        the pool is deleted (a floor that is a share of the pool would
+        shrink with each deletion). Once one heartbeats again the guard lets
+        go, and the silent one is deleted."""
         es = [self.echo(f"e{i}") for i in range(2)]
         lb = self.start(dict(POOL_KEYS, min_servers=1))
         for i, e in enumerate(es):
@@ -175,18 +186,27 @@ class EphemeralTest(LbTestCase):
                               "both in rotation")
         for b in beaters:
             b.stop()
-        held = lb.wait_event("ephemeral_delete_held", timeout=WAIT)[0]
-        gone = lb.wait_event("ephemeral_delete", timeout=WAIT)[0]
-        self.assertNotEqual(held["server"], gone["server"])
-        self.admin.wait_stats(lambda st: find_pool(st, "web")["servers_total"] == 1, WAIT,
-                              "one deleted")
-        kept = self.srv(held["server"])
-        self.assertTrue(kept["guarded"] and kept["state"] == "up", kept)
-        self.assertEqual(kept["delete_in_s"], 0, kept)
+        held = lb.wait_event("ephemeral_delete_held", timeout=WAIT, count=2)
+        self.assertEqual({e["server"] for e in held}, {"e0", "e1"})
+        st = self.admin.stats()
+        self.assertEqual(find_pool(st, "web")["servers_total"], 2, st)
+        kept = [s for s in find_pool(st, "web")["servers"] if s["guarded"]]
+        self.assertEqual(len(kept), 1, st)
+        self.assertEqual((kept[0]["state"], kept[0]["delete_in_s"]), ("up", 0), kept[0])
         with harness.connect(self.fport) as c:
             c.sendall(b"x\n")
             self.assertEqual(harness.read_line(c), b"x\n")
-        self.assertEqual(len(lb.events("ephemeral_delete_held")), 1)
+        self.assertEqual(lb.events("ephemeral_delete"), [])
+        # The other one heartbeats again: in rotation once its probe passes,
+        # the guard lets go, and the held one is deleted at the next sweep.
+        other = ({"e0", "e1"} - {kept[0]["name"]}).pop()
+        back = Beater(self.admin_port, other)
+        self.addCleanup(back.stop)
+        gone = lb.wait_event("ephemeral_delete", timeout=WAIT)[0]
+        self.assertEqual(gone["server"], kept[0]["name"], gone)
+        self.admin.wait_stats(lambda st: [s["name"] for s in find_pool(st, "web")["servers"]]
+                              == [other], WAIT, f"{other} alone")
+        self.assertEqual(len(lb.events("ephemeral_delete_held")), 2)
 
     def test_reload_takeover_and_state_file(self):
         """An ephemeral server outlives a reload and lb -x with no change of

@@ -60,7 +60,7 @@ test_modules(void)
     CHECK_NAMES(conf_check_name, enum conf_check, "none", "tcp", "http", "https", "mysql",
                 "pgsql", "redis", "dns", "udp", "grpc", "unknown");
     CHECK_NAMES(conf_role_name, enum conf_role, "any", "primary", "replica", "unknown");
-    CHECK_NAMES(conf_source_name, enum conf_source, "config", "dns", "api", "unknown");
+    CHECK_NAMES(conf_source_name, enum conf_source, "config", "dns", "api", "etcd", "unknown");
 }
 
 int
