@@ -91,22 +91,117 @@ lb_members_clash(const struct conf_pool *p, const struct lb_member *mb)
     return NULL;
 }
 
-static int
-lb_members_append(struct conf *c, size_t pi, const struct lb_member *list, size_t n,
-                  enum conf_source source, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        char line[sizeof(list[i].name) + sizeof(list[i].address) + 32];
+/* The servers of a pool by name or by address while its members are
+ * appended: their indexes in the pool's array (which grows, and moves,
+ * as they are appended), open addressing. A member is looked up here
+ * instead of against every server before it, which made a members reload
+ * of n servers O(n^2): 10,000 keys of etcd were 50 million string compares
+ * a reload. */
+struct lb_members_seen {
+    const struct conf_pool *pool;
+    bool by_addr;                       /* else by name */
+    size_t *slots;                      /* SIZE_MAX: empty */
+    size_t mask;
+};
 
-        if (lb_members_clash(&c->pools[pi], &list[i]) != NULL)
-            continue;
-        snprintf(line, sizeof(line), "%s %s weight=%u max_connections=%u", list[i].name,
-                 list[i].address, list[i].weight, list[i].max_connections);
-        if (conf_pool_add_server(c, pi, line, source, err, errlen) != 0)
-            return -1;
-        c->pools[pi].servers[c->pools[pi].nservers - 1].is_ephemeral = list[i].is_ephemeral;
-    }
+static int
+lb_members_seen_init(struct lb_members_seen *t, const struct conf_pool *pool, bool by_addr,
+                     size_t n)
+{
+    size_t size = 16;
+
+    while (size < 2 * n)
+        size *= 2;
+    t->pool = pool;
+    t->by_addr = by_addr;
+    t->mask = size - 1;
+    if ((t->slots = malloc(size * sizeof(*t->slots))) == NULL)
+        return -1;
+    memset(t->slots, 0xff, size * sizeof(*t->slots));
     return 0;
+}
+
+static const char *
+lb_members_seen_key(const struct lb_members_seen *t, size_t index)
+{
+    const struct conf_server *cs = &t->pool->servers[index];
+
+    return t->by_addr ? cs->addr.text : cs->name;
+}
+
+/* Whether a server of the pool has key s. */
+static bool
+lb_members_seen(const struct lb_members_seen *t, const char *s)
+{
+    for (size_t i = (size_t)bal_hash_bytes(s, strlen(s)) & t->mask; t->slots[i] != SIZE_MAX;
+         i = (i + 1) & t->mask) {
+        if (strcmp(lb_members_seen_key(t, t->slots[i]), s) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Adds the pool's server at index (its key not there yet). */
+static void
+lb_members_seen_add(struct lb_members_seen *t, size_t index)
+{
+    const char *s = lb_members_seen_key(t, index);
+    size_t i = (size_t)bal_hash_bytes(s, strlen(s)) & t->mask;
+
+    while (t->slots[i] != SIZE_MAX)
+        i = (i + 1) & t->mask;
+    t->slots[i] = index;
+}
+
+/* Appends pool pi's members of each list in turn (lists[k], counts[k],
+ * sources[k]), each unless its name or address is in the pool by then:
+ * the file's servers first, then the earlier lists'. */
+static int
+lb_members_append(struct conf *c, size_t pi, const struct lb_member *const *lists,
+                  const size_t *counts, const enum conf_source *sources, size_t nlists,
+                  char *err, size_t errlen)
+{
+    struct conf_pool *p = &c->pools[pi];
+    struct lb_members_seen names = { 0 }, addrs = { 0 };
+    size_t total = p->nservers;
+    int rc = 0;
+
+    for (size_t k = 0; k < nlists; k++)
+        total += counts[k];
+    if (lb_members_seen_init(&names, p, false, total) != 0 ||
+        lb_members_seen_init(&addrs, p, true, total) != 0) {
+        free(names.slots);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* file servers with one name are an error of the file; one address
+     * twice is allowed there, and kept once here */
+    for (size_t i = 0; i < p->nservers; i++) {
+        if (!lb_members_seen(&names, p->servers[i].name))
+            lb_members_seen_add(&names, i);
+        if (!lb_members_seen(&addrs, p->servers[i].addr.text))
+            lb_members_seen_add(&addrs, i);
+    }
+    for (size_t k = 0; k < nlists && rc == 0; k++) {
+        for (size_t i = 0; i < counts[k] && rc == 0; i++) {
+            const struct lb_member *mb = &lists[k][i];
+            char line[sizeof(mb->name) + sizeof(mb->address) + 32];
+
+            if (lb_members_seen(&names, mb->name) || lb_members_seen(&addrs, mb->address))
+                continue;
+            snprintf(line, sizeof(line), "%s %s weight=%u max_connections=%u", mb->name,
+                     mb->address, mb->weight, mb->max_connections);
+            rc = conf_pool_add_server(c, pi, line, sources[k], err, errlen);
+            if (rc != 0)
+                break;
+            p->servers[p->nservers - 1].is_ephemeral = mb->is_ephemeral;
+            lb_members_seen_add(&names, p->nservers - 1);
+            lb_members_seen_add(&addrs, p->nservers - 1);
+        }
+    }
+    free(names.slots);
+    free(addrs.slots);
+    return rc;
 }
 
 /* The admin API's weights over the pool's servers; a weight whose server
@@ -160,12 +255,16 @@ lb_members_apply(struct lb_daemon *d, struct conf *c, char *err, size_t errlen)
 
         if (m == NULL)
             continue;
-        rc = lb_members_append(c, pi, m->api, m->napi, CONF_SOURCE_API, err, errlen);
-        if (rc == 0)
-            rc = lb_members_append(c, pi, m->dns, m->ndns,
-                                   c->pools[pi].discover == CONF_DISCOVER_ETCD ? CONF_SOURCE_ETCD
-                                                                               : CONF_SOURCE_DNS,
-                                   err, errlen);
+        {
+            const struct lb_member *lists[] = { m->api, m->dns };
+            const size_t counts[] = { m->napi, m->ndns };
+            const enum conf_source sources[] = {
+                CONF_SOURCE_API,
+                c->pools[pi].discover == CONF_DISCOVER_ETCD ? CONF_SOURCE_ETCD : CONF_SOURCE_DNS,
+            };
+
+            rc = lb_members_append(c, pi, lists, counts, sources, 2, err, errlen);
+        }
         if (rc == 0)
             lb_members_weigh(m, &c->pools[pi]);
     }
