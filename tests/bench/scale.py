@@ -56,9 +56,22 @@ def log(msg):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n):
+    """n distinct free ports: each socket is held until all are bound (ports
+    taken one at a time may come back twice)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def rss_kb(pid):
@@ -166,7 +179,7 @@ def curve_servers(args, out):
     rows = []
     for n in args.sizes:
         work = tempfile.mkdtemp(prefix="lb-scale-", dir=args.work)
-        admin, fe = free_port(), free_port()
+        admin, fe = free_ports(2)
         servers = [f"s{i} {server_addr(i)}" for i in range(n)]
         text = lb_config(admin, [("p", servers)], [fe])
         lb = Lb(args.lb, work, text)
@@ -275,8 +288,7 @@ def curve_pools(args, out):
     rows = []
     for n in args.pool_sizes:
         work = tempfile.mkdtemp(prefix="lb-scale-", dir=args.work)
-        admin = free_port()
-        fports = [free_port() for _ in range(n)]
+        admin, *fports = free_ports(n + 1)
         pools = [(f"p{i}", [f"s {server_addr(i)}"]) for i in range(n)]
         lb = Lb(args.lb, work, lb_config(admin, pools, fports))
         try:
@@ -307,7 +319,7 @@ def curve_conns(args, out):
     rows = []
     for n in args.conn_sizes:
         work = tempfile.mkdtemp(prefix="lb-scale-", dir=args.work)
-        admin, fe = free_port(), free_port()
+        admin, fe = free_ports(2)
         backend = socket.socket()
         backend.bind((HOST, 0))
         backend.listen(4096)
@@ -404,7 +416,6 @@ def plot(out):
         if csv == "pick.csv":
             algos = sorted({line.split(",")[0] for line in open(path).readlines()[1:]})
             cmds.append("set xlabel 'servers in the pool'")
-            cmds = [c for c in cmds if c != "set logscale y"]
             cmds.append("plot " + ", ".join(
                 f"'< grep ^{a}, {path}' using 2:3 with linespoints title '{a}'" for a in algos))
         else:
