@@ -161,6 +161,19 @@ def lb_config(admin_port, pools, fports):
     return "\n".join(lines)
 
 
+def reload_times(args, lb, admin, text):
+    """--reps file reloads, each of text(k) (one server's weight changed):
+    the seconds each POST /reload took to answer."""
+    times = []
+    for k in range(args.reps):
+        lb.write(text(k))
+        t, status, body = http(admin, "POST", "/reload")
+        if status != 200:
+            raise RuntimeError(f"reload: {status} {body[:200]!r}")
+        times.append(t)
+    return times
+
+
 # ----------------------------------------------------------------- curves
 
 def curve_pick(args, out):
@@ -189,14 +202,10 @@ def curve_servers(args, out):
             rss = rss_kb(lb.proc.pid)
             stats = [http(admin, "GET", "/stats") for _ in range(args.reps)]
             metrics = [http(admin, "GET", "/metrics") for _ in range(args.reps)]
-            reloads = []
-            for k in range(args.reps):
+            def text(k):
                 servers[0] = f"s0 {server_addr(0)} weight={2 + k % 2}"
-                lb.write(lb_config(admin, [("p", servers)], [fe]))
-                t, status, body = http(admin, "POST", "/reload")
-                if status != 200:
-                    raise RuntimeError(f"reload: {status} {body[:200]!r}")
-                reloads.append(t)
+                return lb_config(admin, [("p", servers)], [fe])
+            reloads = reload_times(args, lb, admin, text)
             adds = []
             for k in range(args.reps):
                 body = json.dumps({"name": f"x{k}", "address": f"10.255.255.{k + 1}:80"}).encode()
@@ -295,14 +304,10 @@ def curve_pools(args, out):
             start = lb.ready(admin)
             time.sleep(0.5)
             rss = rss_kb(lb.proc.pid)
-            reloads = []
-            for k in range(args.reps):
+            def text(k):
                 pools[0] = ("p0", [f"s {server_addr(0)} weight={2 + k % 2}"])
-                lb.write(lb_config(admin, pools, fports))
-                t, status, body = http(admin, "POST", "/reload")
-                if status != 200:
-                    raise RuntimeError(f"reload: {status} {body[:200]!r}")
-                reloads.append(t)
+                return lb_config(admin, pools, fports)
+            reloads = reload_times(args, lb, admin, text)
         finally:
             lb.stop()
         row = {"pools": n, "start_ms": start * 1000, "rss_kb": rss,

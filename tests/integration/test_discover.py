@@ -116,21 +116,27 @@ class DnsServer:
         self.proc = None
 
 
-def discover_config(dns, admin_port, port, keys=None, servers=()):
+def discovery_config(admin_port, port, discovery, keys=None, servers=()):
+    """A config of one frontend and a pool `web` that follows discovery
+    (its discover keys), checked by TCP, with servers of its own and keys
+    over the defaults. test_discover_etcd's too."""
     lines = ["[global]", "workers = 2", "shutdown_timeout = 3s", "",
              "[admin]", f"listen = {HOST}:{admin_port}", "",
              "[frontend web]", f"listen = {HOST}:{port}", "pool = web", "",
              "[pool web]"]
     lines += [f"server = {n} {a}" for n, a in servers]
-    merged = {"discover": "dns-srv", "discover_name": DnsServer.SRV_NAME,
-              "discover_resolver": f"{HOST}:{dns.port}",
-              "discover_interval": f"{int(INTERVAL_S * 1000)}ms",
-              "check": "tcp", "check_interval": "200ms", "check_timeout": "150ms",
-              "rise": 1, "fall": 1, "min_servers": 0, "observe_errors": 0,
-              "drain_timeout": "30s"}
+    merged = dict(discovery, check="tcp", check_interval="200ms", check_timeout="150ms",
+                  rise=1, fall=1, min_servers=0, observe_errors=0, drain_timeout="30s")
     merged.update(keys or {})
     lines += [f"{k} = {v}" for k, v in merged.items()]
     return "\n".join(lines) + "\n"
+
+
+def discover_config(dns, admin_port, port, keys=None, servers=()):
+    return discovery_config(admin_port, port, {
+        "discover": "dns-srv", "discover_name": DnsServer.SRV_NAME,
+        "discover_resolver": f"{HOST}:{dns.port}",
+        "discover_interval": f"{int(INTERVAL_S * 1000)}ms"}, keys, servers)
 
 
 def pool_of(st, name="web"):

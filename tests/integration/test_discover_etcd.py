@@ -21,6 +21,7 @@ import time
 import harness
 from admin_client import Admin
 from harness import HOST, free_port, wait_for
+from test_discover import discovery_config
 
 # A put to the pool seen in /stats: etcd's notification, lb's members
 # reload, one /stats. 100 ms is the contract; measured 5-20 ms (see the
@@ -133,18 +134,9 @@ class Etcd:
 
 
 def etcd_config(etcd, admin_port, port, prefix, keys=None, endpoints=None):
-    lines = ["[global]", "workers = 2", "shutdown_timeout = 3s", "",
-             "[admin]", f"listen = {HOST}:{admin_port}", "",
-             "[frontend web]", f"listen = {HOST}:{port}", "pool = web", "",
-             "[pool web]"]
-    merged = {"discover": "etcd", "discover_endpoints": endpoints or etcd.url,
-              "discover_prefix": prefix,
-              "check": "tcp", "check_interval": "200ms", "check_timeout": "150ms",
-              "rise": 1, "fall": 1, "min_servers": 0, "observe_errors": 0,
-              "drain_timeout": "30s"}
-    merged.update(keys or {})
-    lines += [f"{k} = {v}" for k, v in merged.items()]
-    return "\n".join(lines) + "\n"
+    return discovery_config(admin_port, port, {
+        "discover": "etcd", "discover_endpoints": endpoints or etcd.url,
+        "discover_prefix": prefix}, keys)
 
 
 def pool_of(st):
