@@ -212,14 +212,19 @@ lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
         pool = strcmp(d->gen->pools[i].conf->name, o->pool) == 0 ? &d->gen->pools[i] : NULL;
     if (pool != NULL && mb.is_ephemeral && pool->conf->heartbeat_ttl_ms == 0) {
         rc = 2;
+    } else if (pool != NULL && o->kind == LB_ADMIN_ORDER_HEARTBEAT &&
+               (pending = lb_members_api_find(d, o->pool, mb.name)) != NULL &&
+               pending->is_ephemeral && strcmp(pending->address, mb.address) == 0) {
+        /* Registered from this address and not in the pool: its reload is
+         * on the way, or it lost its name or address to a server of the
+         * file since. Judged again, with its own options (a heartbeat's
+         * line has no max_connections). */
+        struct lb_member kept = *pending;
+
+        (void)lb_members_api_remove(d, o->pool, mb.name);
+        rc = lb_members_api_add(d, pool->conf, &kept, &conflict);
     } else if (pool != NULL) {
-        /* Registered already and not in the pool: its reload is on the
-         * way, or it lost its name or address to a server of the file
-         * since. Registered again, it is judged again. */
-        if (o->kind == LB_ADMIN_ORDER_HEARTBEAT &&
-            (pending = lb_members_api_find(d, o->pool, mb.name)) != NULL &&
-            pending->is_ephemeral)
-            (void)lb_members_api_remove(d, o->pool, mb.name);
+        /* one registered from another address: 409, being added */
         rc = lb_members_api_add(d, pool->conf, &mb, &conflict);
     }
     pthread_mutex_unlock(&d->state_lock);
@@ -301,7 +306,7 @@ lb_order_weight(struct lb_daemon *d, const struct lb_admin_order *o)
 }
 
 /* Whether a heartbeat's "NAME ADDRESS[ weight=N]" gives srv's own address
- * (as its registration wrote it); true without one. */
+ * (as its line or registration wrote it); true without one. */
 static bool
 lb_order_same_address(const struct lb_server *srv, const char *server_line)
 {
@@ -315,6 +320,34 @@ lb_order_same_address(const struct lb_server *srv, const char *server_line)
     return strlen(srv->conf->addr.text) == len && memcmp(srv->conf->addr.text, addr, len) == 0;
 }
 
+/* The ephemeral server srv replaced by the heartbeat o's registration
+ * (another address): srv out now and draining, the new one added by the
+ * members reload the caller asks for. 0, 1 with *conflict (the address is
+ * another server's), -1 out of memory. Caller holds state_lock. */
+static int
+lb_order_replace(struct lb_daemon *d, struct lb_server *srv, const struct lb_admin_order *o,
+                 const char **conflict)
+{
+    struct conf_server cs = { 0 };
+    struct lb_member mb = { .is_ephemeral = true };
+    char name[CONF_NAME_MAX + 1], err[512], reason[CONF_NAME_MAX + 300];
+    int rc;
+
+    if (conf_parse_server(o->server_line, name, &cs, err, sizeof(err)) != 0) {
+        *conflict = "the heartbeat's address does not parse";
+        return 1;
+    }
+    snprintf(mb.name, sizeof(mb.name), "%s", name);
+    snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
+    mb.weight = cs.weight;
+    rc = lb_members_api_replace(d, srv->pool->conf, &mb, conflict);
+    if (rc == 0) {
+        snprintf(reason, sizeof(reason), "ephemeral: replaced by %s", mb.address);
+        lb_server_delete(d, srv, reason);
+    }
+    return rc;
+}
+
 /* POST /pools/P/servers/S/heartbeat: the server's own word on its health,
  * which can only lower it (lb_server_heartbeat). 200 with what it is now;
  * 409 for a pool without heartbeat_ttl (a deploy error, not a no-op). The
@@ -326,8 +359,9 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
     struct lb_server *srv;
     struct evbuffer *b;
     bool pool_found, is_off = false, is_moved = false, in_rotation = false;
-    const char *health = "";
-    char moved[sizeof(srv->conf->addr.text) + 128];
+    const char *health = "", *conflict = NULL;
+    char moved[sizeof(srv->conf->addr.text) + 160];
+    int rc;
     uint64_t ttl = 0;
 
     pthread_mutex_lock(&d->state_lock);
@@ -341,14 +375,28 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
     }
     if (srv != NULL && (ttl = srv->pool->conf->heartbeat_ttl_ms) == 0) {
         is_off = true;
-    } else if (srv != NULL && srv->conf->is_ephemeral &&
-               !lb_order_same_address(srv, o->server_line)) {
-        /* an instance that came back elsewhere under the same name: its
-         * heartbeats must not keep the old address alive */
+    } else if (srv != NULL && !lb_order_same_address(srv, o->server_line) &&
+               srv->conf->is_ephemeral && srv->b->is_beat_expired) {
+        /* An instance back elsewhere under the same name (a pod with a new
+         * IP) once the old address went silent: it replaces it, the old
+         * one drains. Until then the old one's heartbeats decide. */
+        rc = lb_order_replace(d, srv, o, &conflict);
+        pthread_mutex_unlock(&d->state_lock);
+        if (rc == 0)
+            lb_order_members_reload(d, o, o->server, 0, 0);
+        else
+            lb_order_error(d, o->wait, rc == 1 ? 409 : 500,
+                           rc == 1 ? "Conflict" : "Internal Server Error",
+                           rc == 1 ? conflict : "out of memory");
+        return;
+    } else if (srv != NULL && !lb_order_same_address(srv, o->server_line)) {
+        /* heartbeats from another address must not keep this one alive */
         is_moved = true;
-        snprintf(moved, sizeof(moved), "the ephemeral server %s has address %s: it goes "
-                 "ephemeral_delete_after after its last heartbeat, or DELETE it",
-                 srv->conf->name, srv->conf->addr.text);
+        snprintf(moved, sizeof(moved), "the server %s has address %s%s", srv->conf->name,
+                 srv->conf->addr.text, srv->conf->is_ephemeral
+                     ? ": another address replaces it once its heartbeats stop for "
+                       "heartbeat_ttl, or DELETE it"
+                     : "");
     } else if (srv != NULL) {
         lb_server_heartbeat(d, srv, o->beat, o->note);
         in_rotation = atomic_load_explicit(&srv->b->live.in_rotation, memory_order_relaxed);

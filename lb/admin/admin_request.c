@@ -580,6 +580,8 @@ lb_admin_json_refusal(const json_error_t *e)
         return "more than one JSON object in the body";
     case json_error_invalid_utf8:
         return "the body is not UTF-8";
+    case json_error_numeric_overflow:
+        return "a count field is out of range";
     default:
         break;
     }

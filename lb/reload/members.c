@@ -305,6 +305,25 @@ lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct 
     return lb_members_push(&m->api, &m->napi, mb);
 }
 
+int
+lb_members_api_replace(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
+                       const char **conflict)
+{
+    struct lb_members *m;
+
+    for (size_t i = 0; i < p->nservers; i++) {
+        if (strcmp(p->servers[i].name, mb->name) != 0 &&
+            strcmp(p->servers[i].addr.text, mb->address) == 0) {
+            *conflict = "a server with this address is in the pool";
+            return 1;
+        }
+    }
+    (void)lb_members_api_remove(d, p->name, mb->name);
+    if ((m = lb_members_get(d, p->name)) == NULL)
+        return -1;
+    return lb_members_push(&m->api, &m->napi, mb);
+}
+
 const struct lb_member *
 lb_members_api_find(const struct lb_daemon *d, const char *pool, const char *name)
 {
@@ -526,20 +545,31 @@ lb_members_sync(struct lb_daemon *d, const struct conf *c)
  * ephemeral_delete_after: out of rotation at once (already, since
  * heartbeat_ttl), drained, then gone, with one decision per pool and one
  * members reload for all. None while min_servers' guard holds a server of
- * the pool: when a whole pool goes silent at once, the lost heartbeats are
- * likelier than the loss of every instance, and a floor that is a share of
- * the pool would shrink with each deletion until one server was left. */
+ * the pool and no ephemeral server of it heartbeats: when a whole pool
+ * goes silent at once, the lost heartbeats (a partition between the
+ * instances and lb) are likelier than the loss of every instance, and a
+ * floor that is a share of the pool would shrink with each deletion until
+ * one server was left. One that still heartbeats shows the way to lb is
+ * open: the silent ones are gone (a scale-down), and go. */
 static size_t
 lb_members_sweep_pool(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
 {
     uint64_t after = pool->conf->ephemeral_delete_after_ms;
     struct lb_server *first = NULL;
-    bool is_guarded = false;
+    uint64_t ttl = pool->conf->heartbeat_ttl_ms;
+    bool is_guarded = false, is_heard = false;
     size_t deleted = 0;
     char reason[96];
 
-    for (size_t k = 0; k < pool->conf->nservers; k++)
-        is_guarded |= pool->servers[k].b->is_guarded;
+    for (size_t k = 0; k < pool->conf->nservers; k++) {
+        const struct lb_server *srv = &pool->servers[k];
+        const struct lb_backend *b = srv->b;
+
+        is_guarded |= b->is_guarded;
+        is_heard |= srv->conf->is_ephemeral && b->heartbeats > 0 && b->beat_at_ms != 0 &&
+                    now - b->beat_at_ms < ttl;
+    }
+    is_guarded &= !is_heard;
     for (size_t k = 0; k < pool->conf->nservers; k++) {
         struct lb_server *srv = &pool->servers[k];
         struct lb_backend *b = srv->b;
@@ -550,7 +580,8 @@ lb_members_sweep_pool(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
         if (is_guarded) {
             if (!b->is_delete_held)
                 lb_log(CONF_LOG_WARN, "ephemeral_delete_held", "pool=%s server=%s "
-                       "silent_ms=%llu reason=\"guard: min_servers holds servers of the pool\"",
+                       "silent_ms=%llu reason=\"guard: min_servers holds servers of the pool, "
+                       "and none heartbeats\"",
                        pool->conf->name, srv->conf->name,
                        (unsigned long long)(now - b->beat_at_ms));
             b->is_delete_held = true;

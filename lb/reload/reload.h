@@ -86,6 +86,11 @@ const struct lb_members *lb_members_of(const struct lb_daemon *d, const char *po
 int lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct lb_member *mb,
                        const char **conflict);
 bool lb_members_api_remove(struct lb_daemon *d, const char *pool, const char *name);
+/* mb, an API member, in place of the pool's server of its name (which the
+ * caller deletes): 0; 1 with *conflict when mb's address is another
+ * server's; -1 when out of memory. */
+int lb_members_api_replace(struct lb_daemon *d, const struct conf_pool *p,
+                           const struct lb_member *mb, const char **conflict);
 /* The API member name of pool, or NULL. Caller holds state_lock. */
 const struct lb_member *lb_members_api_find(const struct lb_daemon *d, const char *pool,
                                             const char *name);

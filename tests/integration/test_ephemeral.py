@@ -139,12 +139,26 @@ class EphemeralTest(LbTestCase):
         self.assertEqual(r.status, 200, str(r))
         # One from another address under its name (an instance that came
         # back elsewhere) must not keep the old address alive.
-        r = self.admin.post(beat_path("e1"), headers=JSON,
-                            body=json.dumps({"address": f"{HOST}:1"}))
+        e2 = self.echo("e2")
+        moved = json.dumps({"address": e2.addr})
+        r = self.admin.post(beat_path("e1"), headers=JSON, body=moved)
         self.assertEqual((r.status, r.json()["error"]),
-                         (409, f"the ephemeral server e1 has address {e1.addr}: it goes "
-                               "ephemeral_delete_after after its last heartbeat, or DELETE it"),
+                         (409, f"the server e1 has address {e1.addr}: another address replaces "
+                               "it once its heartbeats stop for heartbeat_ttl, or DELETE it"),
                          str(r))
+        # Once the old address is silent for heartbeat_ttl, the new one
+        # replaces it (a pod back with a new IP): 201, the old one drains.
+        lb.wait_event("server_down", timeout=WAIT, count=2, server="e1")
+        r = self.admin.post(beat_path("e1"), headers=JSON, body=moved)
+        self.assertEqual((r.status, r.json()["address"], r.json()["ephemeral"]),
+                         (201, e2.addr, True), str(r))
+        self.admin.wait_server("web", "e1", lambda s: s["state"] == "up", WAIT,
+                               "e1 up at its new address")
+        before = e2.accepted
+        with harness.connect(self.fport) as c:
+            c.sendall(b"moved\n")
+            self.assertEqual(harness.read_line(c), b"moved\n")
+        self.assertEqual(e2.accepted, before + 1, "the client reached the new address")
 
     def test_refusals(self):
         """Ephemeral needs the pool's heartbeat_ttl (409), and bodies that

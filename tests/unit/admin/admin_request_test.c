@@ -302,6 +302,8 @@ test_bodies(void)
           "a count field is out of range", NULL },
         { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":2.5}", "a count field is not a number",
           NULL },
+        { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":99999999999999999999}",
+          "a count field is out of range", NULL },
         { "{\"name\":\"a\",\"address\":\"b:1\",\"weight\":1e3}", "a count field is not a number",
           NULL },
         { "{\"name\":\"a\",\"address\":\"b:1\"}{}", "more than one JSON object in the body", NULL },
