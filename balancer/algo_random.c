@@ -7,22 +7,17 @@
  * the same least loaded server while the shared counts lag, and unlike
  * round robin it still steers away from a loaded server: a server is picked
  * only when it is not the busier of the two drawn, so a server busier than
- * all others is never picked while another one is eligible.
+ * all others is never picked while another one is eligible. Each draw is
+ * O(1) (draw.c), so a pick costs the same at 10 servers as at 100,000.
  */
 #include "bal_algo.h"
 
-/* splitmix64 as a generator: any state, 0 included, gives a full-period
- * stream, so the seed needs no conditioning. */
-static uint64_t bal_random_next(struct bal_cursor *c)
-{
-    c->rng += UINT64_C(0x9e3779b97f4a7c15);
-    return bal_mix64(c->rng);
-}
-
-/* Walks the eligible servers other than skip until r falls inside one's
- * weight. r must be below the eligible total weight minus skip's. */
-static int bal_random_draw(const struct bal_pool *p, uint64_t r, int skip,
-                           const uint32_t *tried, size_t ntried)
+/* The exact draw in O(n), for when draw.c's rejection gives up (most of
+ * the pool's weight out of reach): walks the eligible servers other than
+ * skip until r falls inside one's weight. r must be below the eligible
+ * total weight minus skip's. */
+static int bal_random_draw_linear(const struct bal_pool *p, uint64_t r, int skip,
+                                  const uint32_t *tried, size_t ntried)
 {
     int last = -1;
 
@@ -42,43 +37,41 @@ static int bal_random_draw(const struct bal_pool *p, uint64_t r, int skip,
     return last;
 }
 
+/* draw.c's O(1) draw, or the linear one when it gives up. */
+static int bal_random_choose(const struct bal_pool *p, struct bal_cursor *c, int skip,
+                             const uint32_t *tried, size_t ntried)
+{
+    uint64_t total = 0;
+    int i = bal_draw(p, c, skip, tried, ntried);
+
+    if (i >= 0)
+        return i;
+    for (size_t j = 0; j < p->nservers; j++)
+        if ((int)j != skip && bal_server_eligible(p, j, tried, ntried))
+            total += bal_server_weight(p, j);
+    if (total == 0)
+        return -1;
+    /* The modulo bias is total / 2^64, far below anything measurable. */
+    return bal_random_draw_linear(p, bal_cursor_random(c) % total, skip, tried, ntried);
+}
+
 int bal_algo_random_pick(const struct bal_pool *p, struct bal_cursor *c,
                          const uint32_t *tried, size_t ntried)
 {
-    uint64_t total = 0, a_active, b_active, a_weight, b_weight;
-    size_t eligible = 0;
-    int a, b;
+    uint64_t a_active, b_active, a_weight, b_weight;
+    int a = bal_random_choose(p, c, -1, tried, ntried), b;
 
-    for (size_t i = 0; i < p->nservers; i++) {
-        if (!bal_server_eligible(p, i, tried, ntried))
-            continue;
-        total += bal_server_weight(p, i);
-        eligible++;
-    }
-    if (eligible == 0)
+    if (a < 0)
         return -1;
-
-    /* The modulo bias is total / 2^64, far below anything measurable. */
-    a = bal_random_draw(p, bal_random_next(c) % total, -1, tried, ntried);
-    /* Main may take a server out of rotation, or change a share, between
-     * the sum and the walk: the walk then stops at the last eligible
-     * server. */
-    if (a < 0 || eligible == 1)
-        return a;
-    a_weight = bal_server_weight(p, a);
-    /* The same race can make a a server the sum did not count, or one
-     * grown since; then the remaining weight may be 0, which must not
-     * reach the modulo. */
-    if (a_weight >= total)
-        return a;
-    b = bal_random_draw(p, bal_random_next(c) % (total - a_weight), a, tried, ntried);
+    b = bal_random_choose(p, c, a, tried, ntried);
     if (b < 0)
-        return a;
+        return a;       /* a is the only one */
 
     a_active = atomic_load_explicit(&p->servers[a].live->active_connections,
                                     memory_order_relaxed);
     b_active = atomic_load_explicit(&p->servers[b].live->active_connections,
                                     memory_order_relaxed);
+    a_weight = bal_server_weight(p, a);
     b_weight = bal_server_weight(p, b);
     /* b_active/b_weight < a_active/a_weight; ties keep the first draw, so
      * with equal loads the pick follows the weights exactly. A server with

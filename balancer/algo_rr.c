@@ -1,41 +1,168 @@
 /*
- * algo_rr.c - smooth weighted round robin, as nginx does it
- * (ngx_stream_upstream_round_robin.c, ngx_stream_upstream_get_peer).
+ * algo_rr.c - weighted round robin over a schedule computed once per pool.
  *
- * Each pick adds every eligible server's weight to its current weight, takes
- * the largest, and takes the total back from the winner. Over one cycle each
- * server is picked weight times, and the picks of a heavy server are spread
- * between the others (5,1,1 gives a a b a c a a) instead of arriving in a
- * burst, so a freshly added heavy server does not get weight connections in
- * a row.
+ * nginx's smooth weighted round robin visits every server on every pick,
+ * O(n): 265 us a pick at 100,000 servers. Here the order is computed when
+ * the pool is built (its weights never change) and each worker walks it
+ * with a cursor, O(1) a pick. Equal weights, the common case, need no
+ * schedule at all: slot j is server j. Other weights get a stride schedule
+ * (the virtual finish times of weighted fair queueing): server i's k-th
+ * turn comes at (k + phase_i) / weight_i, so that a heavy server's turns
+ * are spread between the others' (5,1,1 gives a b a a a c a) rather than
+ * arriving in a burst; the phases, spread by the golden ratio, keep servers
+ * of one weight from all falling due at the same moment.
+ *
+ * What changes while workers pick is applied at the pick:
+ *   - a server out of rotation, at its cap or already tried loses its turn
+ *     to the next slot, so over a cycle each eligible server is picked
+ *     exactly weight times, and one coming back resumes its turns without
+ *     a catch-up burst;
+ *   - a server below its full share (warning, slow start) keeps that
+ *     share of its turns; a turn it gives up goes to a weighted random
+ *     draw (draw.c) over all, itself included, which makes the picks
+ *     proportional to weight * share (the next slot's server would get
+ *     more than its part: with two servers, one at 50%, 1 in 4 instead of
+ *     1 in 3);
+ *   - a connection's retry is such a draw too, among the servers it has
+ *     not tried.
  */
+#include <stdlib.h>
+
 #include "bal_algo.h"
 
-/* Servers out of rotation or tried keep their current weight frozen, as in
- * nginx: when they come back they resume where they were instead of
- * receiving a catch-up burst. */
+/* The schedule holds at most this many turns per server on average: above
+ * it the weights are scaled down (each keeps at least 1 turn), which
+ * rounds ratios beyond 64 to 1 between servers of very different weights. */
+#define BAL_RR_TURNS_PER_SERVER 64
+
+struct bal_rr_turn {
+    double due;
+    uint32_t server;
+};
+
+static int bal_rr_turn_cmp(const void *a, const void *b)
+{
+    const struct bal_rr_turn *x = a, *y = b;
+
+    if (x->due != y->due)
+        return x->due < y->due ? -1 : 1;
+    return x->server < y->server ? -1 : x->server > y->server;
+}
+
+static uint64_t bal_gcd(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        uint64_t t = a % b;
+
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+bool bal_algo_rr_build(struct bal_pool *p)
+{
+    size_t n = p->nservers, len = 0, cap = n * BAL_RR_TURNS_PER_SERVER;
+    uint64_t g = 0, total = 0;
+    struct bal_rr_turn *turns;
+    uint64_t *turns_of;
+
+    p->schedule_len = n;
+    for (size_t i = 0; i < n; i++)
+        g = bal_gcd(p->servers[i].weight, g);
+    for (size_t i = 0; i < n; i++)
+        total += p->servers[i].weight / g;
+    p->rr_credit = calloc(n > 0 ? n : 1, sizeof(*p->rr_credit));
+    if (p->rr_credit == NULL)
+        return false;
+    if (total == n)
+        return true;    /* equal weights: the identity */
+
+    turns_of = malloc(n * sizeof(*turns_of));
+    if (turns_of == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = p->servers[i].weight / g;
+
+        if (total > cap) {
+            t = (uint64_t)((double)t * (double)cap / (double)total);
+            t = t > 0 ? t : 1;
+        }
+        turns_of[i] = t;
+        len += t;
+    }
+    turns = malloc(len * sizeof(*turns));
+    p->schedule = malloc(len * sizeof(*p->schedule));
+    if (turns == NULL || p->schedule == NULL) {
+        free(turns);
+        free(turns_of);
+        return false;
+    }
+    len = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* The fractional part of (i + 1) times the golden ratio. */
+        double phase = (double)(i + 1) * 0.6180339887498949;
+
+        phase -= (double)(uint64_t)phase;
+        for (uint64_t k = 0; k < turns_of[i]; k++)
+            turns[len++] = (struct bal_rr_turn){ ((double)k + phase) / (double)turns_of[i],
+                                                 (uint32_t)i };
+    }
+    qsort(turns, len, sizeof(*turns), bal_rr_turn_cmp);
+    for (size_t j = 0; j < len; j++)
+        p->schedule[j] = turns[j].server;
+    p->schedule_len = len;
+    free(turns);
+    free(turns_of);
+    return true;
+}
+
+/* A turn of server i, below its full share: kept once in every
+ * BAL_SHARE_FULL / share turns, counted over all workers (Bresenham: 50%
+ * keeps every other turn exactly, not half of them on average). The
+ * credit wraps at 2^32, which is not a multiple of BAL_SHARE_FULL: one
+ * turn in four million may be kept or given up out of step. */
+static bool bal_rr_keeps_turn(const struct bal_pool *p, size_t i)
+{
+    uint32_t share = atomic_load_explicit(&p->servers[i].live->share, memory_order_relaxed);
+    uint32_t before;
+
+    if (share >= BAL_SHARE_FULL)
+        return true;
+    share = share > 0 ? share : 1;
+    before = atomic_fetch_add_explicit(&p->rr_credit[i], share, memory_order_relaxed);
+    return before % BAL_SHARE_FULL + share >= BAL_SHARE_FULL;
+}
+
 int bal_algo_rr_pick(const struct bal_pool *p, struct bal_cursor *c,
                      const uint32_t *tried, size_t ntried)
 {
-    size_t n = p->nservers;
-    size_t i = c->rr_start;
-    int64_t total = 0;
-    int best = -1;
+    size_t len = p->schedule_len;
 
-    for (size_t k = 0; k < n; k++, i = (i + 1 == n) ? 0 : i + 1) {
-        int64_t w;
+    /* A retry draws among the servers not tried, by weight, and leaves the
+     * cursor where it is: a dead server is still first in line for its
+     * own part of the connections only, and their retries spread over all
+     * the others rather than falling on the server after it. */
+    if (ntried > 0) {
+        int i = bal_draw(p, c, -1, tried, ntried);
 
+        if (i >= 0)
+            return i;
+    }
+    for (size_t k = 0; k < len; k++) {
+        size_t slot = c->rr_next < len ? c->rr_next : 0;
+        size_t i = p->schedule != NULL ? p->schedule[slot] : slot;
+        int again;
+
+        c->rr_next = slot + 1;
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
-        w = (int64_t)bal_server_weight(p, i);
-        c->current_weight[i] += w;
-        total += w;
-        /* Strictly greater: ties go to the first server from rr_start,
-         * which is what makes seed 0 reproduce nginx's sequence. */
-        if (best < 0 || c->current_weight[i] > c->current_weight[best])
-            best = (int)i;
+        if (bal_rr_keeps_turn(p, i))
+            return (int)i;
+        /* Rarely fails (every draw hit servers out of reach): the turn's
+         * own server stands in. */
+        again = bal_draw(p, c, -1, tried, ntried);
+        return again >= 0 ? again : (int)i;
     }
-    if (best >= 0)
-        c->current_weight[best] -= total;
-    return best;
+    return -1;
 }

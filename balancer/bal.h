@@ -14,8 +14,8 @@
  *     returned), read by every worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
- * Everything that changes on each pick (smooth round-robin weights, the
- * round-robin cursor, the random state) lives in a struct bal_cursor, one per
+ * Everything that changes on each pick (the round-robin cursor, the
+ * random state) lives in a struct bal_cursor, one per
  * worker and pool, so picking needs no lock.
  */
 #ifndef BAL_H
@@ -27,10 +27,11 @@
 #include <stdint.h>
 
 enum bal_algo {
-    BAL_ALGO_ROUNDROBIN = 0,  /* smooth weighted round robin */
+    BAL_ALGO_ROUNDROBIN = 0,  /* weighted round robin, turns spread */
     BAL_ALGO_LEASTCONN,       /* fewest (active + 1) per weight, ties round
                                  robin */
-    BAL_ALGO_SOURCE,          /* consistent hash of the client address */
+    BAL_ALGO_SOURCE,          /* consistent hash of the client address
+                                 (a Maglev table) */
     BAL_ALGO_RANDOM,          /* power of two weighted random choices */
 };
 
@@ -73,6 +74,24 @@ struct bal_pool {
     enum bal_algo algo;
     size_t nservers;
     struct bal_server *servers;            /* nservers entries */
+    /* Built with the pool from its weights and read by every worker (the
+     * algorithm files say how); NULL where the identity does. */
+    uint32_t *alias_cut, *alias_other;     /* weighted draws: draw.c */
+    uint32_t *schedule;                    /* roundrobin: server of each
+                                              slot */
+    size_t schedule_len;
+    _Atomic uint32_t *rr_credit;           /* roundrobin: per server, the
+                                              shares of its turns so far */
+    uint32_t *table;                       /* source: the Maglev table */
+    size_t table_len;
+    /* leastconn's tournament tree, written by any thread as servers
+     * change: node k's winner is the better of nodes 2k and 2k + 1's,
+     * leaf lc_leaves + i is server i, the root is node 1. */
+    _Atomic uint32_t *lc_tree;
+    size_t lc_leaves;
+    _Atomic uint64_t *lc_picked_at;        /* per server: lc_clock at its
+                                              last pick (ties) */
+    _Atomic uint64_t lc_clock;
 };
 
 struct bal_cursor;
@@ -123,14 +142,18 @@ bool bal_server_take_slot(struct bal_pool *p, size_t i);
  * connects a burst lost do not return in one wave. */
 uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again);
 
-/* Rotation and connection accounting; any thread. */
+/* Rotation and connection accounting; any thread. Each tells the pool's
+ * algorithm that server i changed: write a server's rotation, share or
+ * cap through these only. */
 void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active);
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in);
 void bal_server_set_share(struct bal_pool *p, size_t i, uint32_t share);
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i);
 /* Makes server i use live instead of its own: the daemon keeps one per
- * server across reloads. Before any pick. */
+ * server across reloads. Before any pick; then bal_pool_shared, once all
+ * are shared, lets the algorithm see what the lives hold. */
 void bal_server_share(struct bal_pool *p, size_t i, struct bal_live *live);
+void bal_pool_shared(struct bal_pool *p);
 void bal_server_conn_start(struct bal_pool *p, size_t i);
 void bal_server_conn_end(struct bal_pool *p, size_t i);
 uint32_t bal_server_active(const struct bal_pool *p, size_t i);

@@ -12,20 +12,18 @@
 
 #include "bal.h"
 
-/* Per-worker pick state for one pool. Allocated in one block by
- * bal_cursor_new() and freed by bal_cursor_free(); only the thread that owns
- * it reads or writes it, so nothing here is atomic. */
+/* Per-worker pick state for one pool, from bal_cursor_new(); only the
+ * thread that owns it reads or writes it, so nothing here is atomic. */
 struct bal_cursor {
     size_t nservers;          /* size of the pool it was built for: a cursor
                                  of another pool must not index past its
                                  arrays */
-    size_t rr_start;          /* where the round-robin scan begins, so that
-                                 equal weights start on a different server in
-                                 each worker; fixed for the cursor's life */
+    size_t rr_next;           /* the round-robin schedule's next slot; the
+                                 seed sets its start, so that equal weights
+                                 start on a different server in each worker */
     size_t lc_next;           /* where the next leastconn scan begins: moves
                                  past each pick so tied servers take turns */
-    uint64_t rng;             /* splitmix64 state of the random algorithm */
-    int64_t current_weight[]; /* smooth round robin, one per server */
+    uint64_t rng;             /* splitmix64 state of the random draws */
 };
 
 /* The splitmix64 finalizer: a bijection with full avalanche, shared by the
@@ -77,6 +75,35 @@ static inline bool bal_server_eligible(const struct bal_pool *p, size_t i,
             return false;
     return true;
 }
+
+/* The next number of the cursor's random stream (splitmix64: any state,
+ * 0 included, gives a full-period stream, so the seed needs no
+ * conditioning). */
+uint64_t bal_cursor_random(struct bal_cursor *c);
+
+/* Whether server i, below its full share (warning, slow start), keeps a
+ * pick that fell on it: true with probability share, r being uniform. */
+bool bal_share_admits(const struct bal_pool *p, size_t i, uint64_t r);
+
+/* draw.c: a random eligible server other than skip (-1: none to skip), in
+ * proportion to weight * share, O(1) on average; -1 after BAL_DRAW_TRIES
+ * draws that all fell out of reach (the caller decides what then: with
+ * half the weight out that is 1 pick in 2^32). */
+#define BAL_DRAW_TRIES 32
+int bal_draw(const struct bal_pool *p, struct bal_cursor *c, int skip,
+             const uint32_t *tried, size_t ntried);
+
+/* The tables built with the pool from its configured weights (bal_pool_new
+ * calls those its algorithm needs): false when out of memory. */
+bool bal_draw_build(struct bal_pool *p);
+bool bal_algo_rr_build(struct bal_pool *p);
+bool bal_algo_source_build(struct bal_pool *p);
+bool bal_algo_leastconn_build(struct bal_pool *p);
+
+/* leastconn: server i's load, rotation, share or cap changed (any thread),
+ * or every server's did (the pool's lives were just shared). */
+void bal_algo_leastconn_changed(struct bal_pool *p, size_t i);
+void bal_algo_leastconn_refresh(struct bal_pool *p);
 
 /* The algorithms, called by bal_pick() once it has checked that the cursor
  * matches the pool and that the pool is not empty. Each returns a server

@@ -49,6 +49,13 @@ struct bal_pool *bal_pool_new(enum bal_algo algo, size_t n,
         atomic_init(&s->own_live.share, BAL_SHARE_FULL);
         s->live = &s->own_live;
     }
+    if (!bal_draw_build(p) ||
+        (algo == BAL_ALGO_ROUNDROBIN && !bal_algo_rr_build(p)) ||
+        (algo == BAL_ALGO_SOURCE && !bal_algo_source_build(p)) ||
+        (algo == BAL_ALGO_LEASTCONN && !bal_algo_leastconn_build(p))) {
+        bal_pool_free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -58,28 +65,28 @@ void bal_pool_free(struct bal_pool *p)
     if (p == NULL)
         return;
     free(p->servers);
-    p->servers = NULL;
+    free(p->alias_cut);
+    free(p->alias_other);
+    free(p->schedule);
+    free(p->rr_credit);
+    free(p->table);
+    free(p->lc_tree);
+    free(p->lc_picked_at);
     free(p);
 }
 
 /* Any thread; the cursor then belongs to one worker. With seed 0 a fresh
- * cursor starts exactly where nginx starts, which the unit tests rely on. */
+ * cursor starts on the first slot, which the unit tests rely on. */
 struct bal_cursor *bal_cursor_new(const struct bal_pool *p, uint64_t seed)
 {
-    size_t n = p->nservers;
-    struct bal_cursor *c;
+    struct bal_cursor *c = calloc(1, sizeof(*c));
 
-    c = calloc(1, sizeof(*c) + n * sizeof(c->current_weight[0]));
     if (c == NULL)
         return NULL;
-    c->nservers = n;
-    if (n > 0) {
-        /* Only the scan's start moves with the seed, not the smooth weights:
-         * advancing the weights would cost O(n * total weight) here, while
-         * a different start already spreads workers over equal servers,
-         * the case where they would otherwise all pick server 0 first. */
-        c->rr_start = (size_t)(seed % n);
-        c->lc_next = c->rr_start;
+    c->nservers = p->nservers;
+    if (p->nservers > 0) {
+        c->rr_next = p->schedule_len > 0 ? (size_t)(seed % p->schedule_len) : 0;
+        c->lc_next = (size_t)(seed % p->nservers);
     }
     c->rng = seed;
     return c;
@@ -90,11 +97,13 @@ void bal_cursor_free(struct bal_cursor *c)
     free(c);
 }
 
-/* Worker thread owning c. The cost is O(nservers) for every algorithm (plus
- * a log() per eligible server for source), times ntried for the tried[]
- * scan. */
-int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
-             uint64_t client_hash, const uint32_t *tried, size_t ntried)
+/* Worker thread owning c. The cost is O(1) on average for roundrobin,
+ * source and random (more while most of the pool is out of reach), and
+ * O(nservers) for leastconn; times ntried for the tried[] scan. */
+/* bal_pick without publishing a leastconn pick: bal_pick_attempt's, whose
+ * slot taking publishes it. */
+static int bal_pick_one(const struct bal_pool *p, struct bal_cursor *c,
+                        uint64_t client_hash, const uint32_t *tried, size_t ntried)
 {
     /* A cursor built for another pool would index outside its arrays:
      * refusing to pick is safer than corrupting memory. */
@@ -112,6 +121,16 @@ int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
         return bal_algo_random_pick(p, c, tried, ntried);
     }
     return -1;
+}
+
+int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
+             uint64_t client_hash, const uint32_t *tried, size_t ntried)
+{
+    int i = bal_pick_one(p, c, client_hash, tried, ntried);
+
+    if (i >= 0 && p->lc_tree != NULL)
+        bal_algo_leastconn_changed((struct bal_pool *)p, (size_t)i);
+    return i;
 }
 
 /* The tried server to try again: of those available, the one whose latest
@@ -151,7 +170,7 @@ int bal_pick_attempt(const struct bal_pool *p, struct bal_cursor *c,
     struct bal_pool *mp = (struct bal_pool *)p;    /* slots are atomics */
 
     for (int round = 0; round < BAL_TAKE_ROUNDS; round++) {
-        int i = bal_pick(p, c, client_hash, tried, ntried);
+        int i = bal_pick_one(p, c, client_hash, tried, ntried);
 
         *is_again = false;
         if (i < 0) {
@@ -172,8 +191,7 @@ uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again)
 
     if (base > 1000)
         base = 1000;
-    c->rng += UINT64_C(0x9e3779b97f4a7c15);
-    return base / 2 + (uint32_t)(bal_mix64(c->rng) % base);
+    return base / 2 + (uint32_t)(bal_cursor_random(c) % base);
 }
 
 /* Relaxed order throughout: these are counters and flags that a pick reads
@@ -181,15 +199,23 @@ uint32_t bal_retry_pause_ms(struct bal_cursor *c, uint32_t again)
  * leave rotation one pick late sends it one more connection, which the
  * daemon's retry handles anyway. */
 
+static void bal_server_changed(struct bal_pool *p, size_t i)
+{
+    if (p->lc_tree != NULL)
+        bal_algo_leastconn_changed(p, i);
+}
+
 void bal_server_set_in_rotation(struct bal_pool *p, size_t i, bool in)
 {
     atomic_store_explicit(&p->servers[i].live->in_rotation, in,
                           memory_order_relaxed);
+    bal_server_changed(p, i);
 }
 
 void bal_server_set_share(struct bal_pool *p, size_t i, uint32_t share)
 {
     atomic_store_explicit(&p->servers[i].live->share, share, memory_order_relaxed);
+    bal_server_changed(p, i);
 }
 
 bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
@@ -201,6 +227,7 @@ bool bal_server_in_rotation(const struct bal_pool *p, size_t i)
 void bal_server_set_cap(struct bal_pool *p, size_t i, uint32_t max_active)
 {
     atomic_store_explicit(&p->servers[i].max_active, max_active, memory_order_relaxed);
+    bal_server_changed(p, i);
 }
 
 bool bal_server_take_slot(struct bal_pool *p, size_t i)
@@ -219,6 +246,7 @@ bool bal_server_take_slot(struct bal_pool *p, size_t i)
     } while (!atomic_compare_exchange_weak_explicit(
                  &s->live->active_connections, &n, n + 1,
                  memory_order_relaxed, memory_order_relaxed));
+    bal_server_changed(p, i);
     return true;
 }
 
@@ -226,6 +254,7 @@ void bal_server_conn_start(struct bal_pool *p, size_t i)
 {
     atomic_fetch_add_explicit(&p->servers[i].live->active_connections, 1,
                               memory_order_relaxed);
+    bal_server_changed(p, i);
 }
 
 void bal_server_conn_end(struct bal_pool *p, size_t i)
@@ -241,11 +270,18 @@ void bal_server_conn_end(struct bal_pool *p, size_t i)
     if (prev == 0)
         atomic_fetch_add_explicit(&p->servers[i].live->active_connections, 1,
                                   memory_order_relaxed);
+    bal_server_changed(p, i);
 }
 
 void bal_server_share(struct bal_pool *p, size_t i, struct bal_live *live)
 {
     p->servers[i].live = live;
+}
+
+void bal_pool_shared(struct bal_pool *p)
+{
+    if (p->lc_tree != NULL)
+        bal_algo_leastconn_refresh(p);
 }
 
 uint32_t bal_server_active(const struct bal_pool *p, size_t i)

@@ -405,6 +405,7 @@ lb_gen_pool_init(struct lb_gen *g, struct lb_pool *p, const struct conf_pool *cp
         bal_server_set_cap(p->bal, i, lb_server_cap(&p->servers[i]));
         g->nservers++;
     }
+    bal_pool_shared(p->bal);
     rc = 0;
 out:
     free(weights);

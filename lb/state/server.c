@@ -170,9 +170,9 @@ lb_decide_apply(struct lb_daemon *d, struct lb_server *srv, const struct bal_mem
      * picks it). */
     if (m->in_rotation &&
         atomic_load_explicit(&b->live.share, memory_order_relaxed) != m->share)
-        atomic_store_explicit(&b->live.share, m->share, memory_order_relaxed);
+        bal_server_set_share(srv->pool->bal, srv->index, m->share);
     if (m->in_rotation != m->was_in_rotation)
-        atomic_store_explicit(&b->live.in_rotation, m->in_rotation, memory_order_relaxed);
+        bal_server_set_in_rotation(srv->pool->bal, srv->index, m->in_rotation);
     atomic_store_explicit(&b->is_failing, !m->in_rotation &&
                           (b->health.state == BAL_HEALTH_DOWN || m->beat == BAL_BEAT_FAIL ||
                            m->agent.state == BAL_AGENT_DOWN || m->is_ejected),

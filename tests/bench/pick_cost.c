@@ -1,16 +1,20 @@
 /*
  * pick_cost.c - what one pick costs, per algorithm, as a pool grows: the
  * balancer's own code (libbal.a), on one thread, every server in rotation
- * with weight 1 and no connection open, as a worker picks for a new
- * connection (bal_pick_attempt, its slot given back at once). Built and
- * run by scale.py:
+ * and no connection open, as a worker picks for a new connection
+ * (bal_pick_attempt, its slot given back at once); and what building the
+ * pool's tables costs (each reload that changes the pool pays it). Once
+ * with every weight 1, once with weights 1 to 8 in turn ("-w1to8"). Built
+ * and run by scale.py:
  *
  *   cc -O2 -Ibalancer tests/bench/pick_cost.c build/libbal.a -o pick_cost
  *   ./pick_cost 10 100 1000 10000 100000
  *
- * Prints "algo,servers,ns_per_pick" lines: the best of 5 runs of picks for
- * about 0.2 s each (the least disturbed by the machine).
+ * Prints "algo,servers,ns_per_pick,build_ms" lines: the best of 5 runs of
+ * picks for about 0.2 s each, and of 3 builds (the least disturbed by the
+ * machine).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,7 +33,7 @@ now_ns(void)
 }
 
 static double
-measure(enum bal_algo algo, size_t n)
+measure(enum bal_algo algo, size_t n, bool is_weighted, double *build_ms)
 {
     uint32_t *weights = malloc(n * sizeof(*weights));
     char **names = malloc(n * sizeof(*names));
@@ -41,13 +45,24 @@ measure(enum bal_algo algo, size_t n)
     if (weights == NULL || names == NULL)
         exit(1);
     for (size_t i = 0; i < n; i++) {
-        weights[i] = 1;
+        weights[i] = is_weighted ? 1 + (uint32_t)(i % 8) : 1;
         if ((names[i] = malloc(24)) == NULL)
             exit(1);
         snprintf(names[i], 24, "s%zu", i);
     }
-    p = bal_pool_new(algo, n, weights, (const char *const *)names);
-    c = p != NULL ? bal_cursor_new(p, 42) : NULL;
+    *build_ms = 1e18;
+    for (int run = 0; run < 3; run++) {
+        double t0 = now_ns();
+
+        p = bal_pool_new(algo, n, weights, (const char *const *)names);
+        if (p == NULL)
+            exit(1);
+        if ((now_ns() - t0) / 1e6 < *build_ms)
+            *build_ms = (now_ns() - t0) / 1e6;
+        if (run < 2)
+            bal_pool_free(p);
+    }
+    c = bal_cursor_new(p, 42);
     if (c == NULL)
         exit(1);
     for (int run = 0; run < 5; run++) {
@@ -85,13 +100,17 @@ measure(enum bal_algo algo, size_t n)
 int
 main(int argc, char **argv)
 {
-    printf("algo,servers,ns_per_pick\n");
-    for (int a = 0; a < 4; a++) {
-        for (int i = 1; i < argc; i++) {
-            size_t n = strtoul(argv[i], NULL, 10);
+    printf("algo,servers,ns_per_pick,build_ms\n");
+    for (int w = 0; w < 2; w++) {
+        for (int a = 0; a < 4; a++) {
+            for (int i = 1; i < argc; i++) {
+                size_t n = strtoul(argv[i], NULL, 10);
+                double build_ms, ns = measure((enum bal_algo)a, n, w == 1, &build_ms);
 
-            printf("%s,%zu,%.1f\n", algo_names[a], n, measure((enum bal_algo)a, n));
-            fflush(stdout);
+                printf("%s%s,%zu,%.1f,%.2f\n", algo_names[a], w == 1 ? "-w1to8" : "", n, ns,
+                       build_ms);
+                fflush(stdout);
+            }
         }
     }
     return 0;

@@ -27,6 +27,7 @@ static inline void
 algo_set_active(struct bal_pool *p, size_t i, uint32_t n)
 {
     atomic_store(&p->servers[i].live->active_connections, n);
+    bal_pool_shared(p);     /* the count changed behind the pool's back */
 }
 
 /* The k-th client's address hash (192.168.x.y). */

@@ -133,15 +133,15 @@ static void test_rotation(void)
     bal_pool_free(p);
 }
 
-/* The seed moves the first scan's start: idle workers do not all send
- * their first connection to the same server. */
-static void test_seed(void)
+/* Ties go to the server picked longest ago, whichever worker picked it:
+ * idle workers, one pick each, take turns over the pool. */
+static void test_turns_across_workers(void)
 {
     static const uint32_t w[] = {1, 1, 1};
     struct bal_pool *p = pool(3, w);
 
     for (uint64_t seed = 0; seed < 6; seed++) {
-        struct bal_cursor *c = bal_cursor_new(p, seed);
+        struct bal_cursor *c = bal_cursor_new(p, 5 - seed);
 
         CHECK_EQ_INT(bal_pick(p, c, 0, NULL, 0), (int)(seed % 3));
         bal_cursor_free(c);
@@ -156,6 +156,6 @@ int main(void)
     test_ties_take_turns();
     test_distribution();
     test_rotation();
-    test_seed();
+    test_turns_across_workers();
     return CHECK_DONE();
 }

@@ -1,5 +1,6 @@
 /*
- * algo_rr_test.c - tests balancer/algo_rr.c: smooth weighted round robin.
+ * algo_rr_test.c - tests balancer/algo_rr.c: weighted round robin over a
+ * precomputed schedule.
  */
 #include <stdint.h>
 
@@ -10,8 +11,9 @@ static struct bal_pool *pool(size_t n, const uint32_t *w)
     return algo_pool(BAL_ALGO_ROUNDROBIN, n, w);
 }
 
-/* nginx's sequence for weights 5,1,1, three cycles in a row. */
-static void test_nginx_sequence(void)
+/* Weights 5,1,1: a's five turns spread between b's and c's (never more
+ * than three in a row, the cycle's end included), the same every cycle. */
+static void test_spread(void)
 {
     static const uint32_t w[] = {5, 1, 1};
     struct bal_pool *p = pool(3, w);
@@ -19,7 +21,31 @@ static void test_nginx_sequence(void)
     char out[32];
 
     algo_picks(p, c, 21, NULL, 0, out);
-    CHECK_EQ_STR(out, "aabacaa" "aabacaa" "aabacaa");
+    CHECK_EQ_STR(out, "abaaaca" "abaaaca" "abaaaca");
+    bal_cursor_free(c);
+    bal_pool_free(p);
+}
+
+/* Weights with a common factor are reduced by it: 20,10 is 2,1, a cycle
+ * of three. Weights that would need a cycle over 64 turns a server are
+ * scaled down, each server keeping at least one. */
+static void test_reduced(void)
+{
+    static const uint32_t w[] = {20, 10};
+    static const uint32_t wide[] = {100000, 1};
+    struct bal_pool *p = pool(2, w);
+    struct bal_cursor *c = bal_cursor_new(p, 0);
+    int count[2] = {0};
+
+    CHECK_EQ_INT((int)p->schedule_len, 3);
+    bal_cursor_free(c);
+    bal_pool_free(p);
+    p = pool(2, wide);
+    c = bal_cursor_new(p, 0);
+    CHECK_EQ_INT((int)p->schedule_len, 128);
+    algo_count_picks(p, c, 1280, NULL, 0, false, count);
+    CHECK_EQ_INT(count[0], 1270);
+    CHECK_EQ_INT(count[1], 10);
     bal_cursor_free(c);
     bal_pool_free(p);
 }
@@ -87,8 +113,18 @@ static void test_tried(void)
     struct bal_cursor *c = bal_cursor_new(p, 0);
     char out[16];
 
-    algo_picks(p, c, 6, tried_a, 1, out);
-    CHECK_EQ_STR(out, "bcbcbc");
+    int count[3] = {0};
+    char first[8];
+
+    /* Retries are drawn by weight among the others (3 standard deviations
+     * of 600 draws are 37), and leave the rotation where it was. */
+    algo_picks(p, c, 3, NULL, 0, first);
+    algo_count_picks(p, c, 600, tried_a, 1, false, count);
+    CHECK_EQ_INT(count[0], 0);
+    CHECK(count[1] > 300 - 50 && count[1] < 300 + 50);
+    algo_picks(p, c, 4, NULL, 0, out);
+    CHECK_EQ_STR(first, "aba");
+    CHECK_EQ_STR(out, "aaca");
     algo_picks(p, c, 3, tried_ab, 2, out);
     CHECK_EQ_STR(out, "ccc");
     CHECK_EQ_INT(bal_pick(p, c, 0, tried_all, 3), -1);
@@ -102,7 +138,8 @@ static void test_tried(void)
 
 int main(void)
 {
-    test_nginx_sequence();
+    test_spread();
+    test_reduced();
     test_seed();
     test_rotation();
     test_tried();
