@@ -4,7 +4,10 @@
  * nginx's smooth weighted round robin visits every server on every pick,
  * O(n): 265 us a pick at 100,000 servers. Here the order is computed when
  * the pool is built (its weights never change) and each worker walks it
- * with a cursor, O(1) a pick. Equal weights, the common case, need no
+ * with one cursor shared by the workers (an atomic counter: the totals
+ * follow the weights whichever worker takes a connection, as HAProxy's
+ * one rotation per backend), O(1) a pick. Equal weights, the common case,
+ * need no
  * schedule at all: slot j is server j. Other weights get a stride schedule
  * (the virtual finish times of weighted fair queueing): server i's k-th
  * turn comes at (k + phase_i) / weight_i, so that a heavy server's turns
@@ -179,12 +182,14 @@ int bal_algo_rr_pick(const struct bal_pool *p, struct bal_cursor *c,
         if (i >= 0)
             return i;
     }
+    /* Turns come from the pool's one rotation, a skipped server's too, so
+     * that the servers after it are not given its turns. */
     for (size_t k = 0; k < len; k++) {
-        size_t slot = c->rr_next < len ? c->rr_next : 0;
+        size_t slot = (size_t)(atomic_fetch_add_explicit(&((struct bal_pool *)p)->rr_next, 1,
+                                                         memory_order_relaxed) % len);
         size_t i = p->schedule != NULL ? p->schedule[slot] : slot;
         int again;
 
-        c->rr_next = slot + 1;
         if (!bal_server_eligible(p, i, tried, ntried))
             continue;
         if (bal_rr_keeps_turn(p, i))

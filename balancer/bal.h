@@ -14,8 +14,8 @@
  *     returned), read by every worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
- * Everything that changes on each pick (the round-robin cursor, the
- * random state) lives in a struct bal_cursor, one per
+ * Everything else that changes on each pick (the random state, leastconn's
+ * scan start) lives in a struct bal_cursor, one per
  * worker and pool, so picking needs no lock.
  */
 #ifndef BAL_H
@@ -82,6 +82,8 @@ struct bal_pool {
     size_t schedule_len;
     _Atomic uint32_t *rr_credit;           /* roundrobin: per server, the
                                               shares of its turns so far */
+    _Atomic uint64_t rr_next;              /* roundrobin: turns given, all
+                                              workers together */
     uint32_t *table;                       /* source: the Maglev table */
     size_t table_len;
     /* leastconn's tournament tree, written by any thread as servers
@@ -104,8 +106,8 @@ struct bal_pool *bal_pool_new(enum bal_algo algo, size_t n,
                               const char *const *names);
 void bal_pool_free(struct bal_pool *p);
 
-/* Per-thread pick state for one pool. seed varies the random algorithm and
- * the starting point of round robin between threads. NULL when out of
+/* Per-thread pick state for one pool. seed varies the random draws and
+ * where leastconn's scans start between threads. NULL when out of
  * memory. The caller owns it; only one thread may use it at a time. */
 struct bal_cursor *bal_cursor_new(const struct bal_pool *p, uint64_t seed);
 void bal_cursor_free(struct bal_cursor *c);

@@ -18,16 +18,13 @@ struct bal_cursor {
     size_t nservers;          /* size of the pool it was built for: a cursor
                                  of another pool must not index past its
                                  arrays */
-    size_t rr_next;           /* the round-robin schedule's next slot; the
-                                 seed sets its start, so that equal weights
-                                 start on a different server in each worker */
     size_t lc_next;           /* where the next leastconn scan begins: moves
                                  past each pick so tied servers take turns */
     uint64_t rng;             /* splitmix64 state of the random draws */
 };
 
 /* The splitmix64 finalizer: a bijection with full avalanche, shared by the
- * hash, the random generator and rendezvous hashing. */
+ * hash, the random generator and the Maglev table's permutations. */
 static inline uint64_t bal_mix64(uint64_t x)
 {
     x ^= x >> 30;

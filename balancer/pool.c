@@ -75,8 +75,7 @@ void bal_pool_free(struct bal_pool *p)
     free(p);
 }
 
-/* Any thread; the cursor then belongs to one worker. With seed 0 a fresh
- * cursor starts on the first slot, which the unit tests rely on. */
+/* Any thread; the cursor then belongs to one worker. */
 struct bal_cursor *bal_cursor_new(const struct bal_pool *p, uint64_t seed)
 {
     struct bal_cursor *c = calloc(1, sizeof(*c));
@@ -84,10 +83,8 @@ struct bal_cursor *bal_cursor_new(const struct bal_pool *p, uint64_t seed)
     if (c == NULL)
         return NULL;
     c->nservers = p->nservers;
-    if (p->nservers > 0) {
-        c->rr_next = p->schedule_len > 0 ? (size_t)(seed % p->schedule_len) : 0;
+    if (p->nservers > 0)
         c->lc_next = (size_t)(seed % p->nservers);
-    }
     c->rng = seed;
     return c;
 }
