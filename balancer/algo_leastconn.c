@@ -13,11 +13,13 @@
  * read. A change to one server (a connection opened or closed, rotation,
  * share or cap) replays the matches on its way to the root, O(log n). The
  * matches read the servers' counts as they are now, with no lock: two
- * workers replaying at once may leave a node one change behind, which the
- * next change below it puts right; a pick checks that the root's server is
- * still eligible and scans when it is not (or was tried by this
- * connection), so a stale node costs a less than best pick, never a wrong
- * one.
+ * workers replaying at once may leave a node naming the worse of its two
+ * candidates until either of them changes (picking it is a change), and a
+ * connection closed through an older generation's pool (a reload) replays
+ * that pool's tree, not this one's, with the same effect. A pick checks
+ * that the root's server is still eligible and scans when it is not (or
+ * was tried by this connection), so a stale node costs a less than best
+ * pick, never a wrong one.
  *
  * Ties go to the server picked longest ago (a pool-wide clock stamps each
  * pick), so servers with equal load take turns across workers.
