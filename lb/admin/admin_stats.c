@@ -146,7 +146,7 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .consecutive_successes = b->health.consecutive_successes,
         .consecutive_failures = b->health.consecutive_failures,
         .checks = b->checks,
-        .last_check = b->last_check,
+        .last_check = b->last_check != NULL ? *b->last_check : (struct lb_check_info){ 0 },
         .last_change = b->last_change,
         .last_detection_ms = b->last_detection_ms,
         .share = atomic_load_explicit(&b->live.share, memory_order_relaxed),
@@ -163,9 +163,9 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
         .has_agent_maxconn = b->has_agent_maxconn,
         .agent_maxconn = b->agent_maxconn,
         .agent_checks = b->agent_checks,
-        .last_agent = b->last_agent,
+        .last_agent = b->last_agent != NULL ? *b->last_agent : (struct lb_check_info){ 0 },
     };
-    memcpy(v->beat_note, b->beat_note, sizeof(v->beat_note));
+    snprintf(v->beat_note, sizeof(v->beat_note), "%s", b->beat_note != NULL ? b->beat_note : "");
     v->delete_in_s = -1;
     v->is_ephemeral = srv->conf->is_ephemeral;
     if (srv->conf->is_ephemeral && pc->heartbeat_ttl_ms > 0) {
@@ -174,7 +174,7 @@ lb_admin_view_take(const struct lb_server *srv, struct lb_server_view *v)
 
         v->delete_in_s = silent < after ? (double)(after - silent) / 1000.0 : 0;
     }
-    memcpy(v->agent_note, b->agent_note, sizeof(v->agent_note));
+    snprintf(v->agent_note, sizeof(v->agent_note), "%s", b->agent_note != NULL ? b->agent_note : "");
     if (pc->outlier.errors > 0 || b->is_ejected) {
         v->is_ejected = b->is_ejected;
         v->eject_left_s = b->is_ejected && b->eject_until_ms > now

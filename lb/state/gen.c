@@ -40,8 +40,14 @@ lb_gen_algo(enum conf_balance b)
 static void
 lb_backend_unref(struct lb_backend *b)
 {
-    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+        free(b->last_check);
+        free(b->beat_note);
+        free(b->agent_note);
+        free(b->last_agent);
+        free(b->outlier);
         free(b);
+    }
 }
 
 /* A new server's health: a fresh start serves it at once, a reload only
@@ -600,9 +606,11 @@ lb_backend_agent_reset(struct lb_backend *b)
     b->agent = (struct bal_agent_verdict){ 0 };
     b->has_agent_maxconn = false;
     b->agent_maxconn = 0;
-    b->agent_note[0] = '\0';
+    free(b->agent_note);
+    b->agent_note = NULL;
     b->agent_seq = 0;
-    b->last_agent = (struct lb_check_info){ 0 };
+    free(b->last_agent);
+    b->last_agent = NULL;
 }
 
 struct lb_gen *

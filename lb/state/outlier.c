@@ -14,6 +14,7 @@
  * Main thread, under state_lock, like every decision (server.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "daemon.h"
 #include "state.h"
@@ -35,7 +36,12 @@ lb_server_eject_reason(const struct lb_server *srv, char *buf, size_t len)
 {
     struct bal_outlier_conf oc = lb_outlier_conf(srv->pool->conf);
 
-    return bal_outlier_reason(&srv->b->outlier, &oc, buf, len);
+    if (srv->b->outlier == NULL) {
+        if (len > 0)
+            buf[0] = '\0';
+        return 0;
+    }
+    return bal_outlier_reason(srv->b->outlier, &oc, buf, len);
 }
 
 /* The pool's servers ejected now: the cap's count. */
@@ -66,15 +72,22 @@ lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kin
         return;
     b = srv->b;
     oc = lb_outlier_conf(srv->pool->conf);
-    if (bal_outlier_is_before_return(&b->outlier, began_ms) ||
-        !bal_outlier_record(&b->outlier, &oc, kind, at_ms))
+    if (oc.errors == 0)
+        return;                         /* off: nothing to record */
+    if (b->outlier == NULL) {
+        if ((b->outlier = malloc(sizeof(*b->outlier))) == NULL)
+            return;
+        bal_outlier_init(b->outlier);
+    }
+    if (bal_outlier_is_before_return(b->outlier, began_ms) ||
+        !bal_outlier_record(b->outlier, &oc, kind, at_ms))
         return;
-    bal_outlier_reason(&b->outlier, &oc, reason, sizeof(reason));
+    bal_outlier_reason(b->outlier, &oc, reason, sizeof(reason));
     ejected = lb_outlier_ejected(srv->pool);
     if (!bal_outlier_may_eject(srv->pool->conf->nservers, ejected, oc.max_eject_percent)) {
         b->ejections_refused++;
         /* once per streak: the errors go on until the cap has room */
-        if (bal_outlier_refused(&b->outlier))
+        if (bal_outlier_refused(b->outlier))
             lb_log(CONF_LOG_WARN, "outlier_eject_refused",
                    "pool=%s server=%s addr=%s reason=%s ejected=%zu/%zu max_eject=%u%%",
                    srv->pool->conf->name, srv->conf->name, srv->conf->addr.text,
@@ -82,16 +95,16 @@ lb_server_live_error(struct lb_daemon *d, uint32_t id, enum bal_outlier_kind kin
                    srv->pool->conf->nservers, oc.max_eject_percent);
         return;
     }
-    b->eject_until_ms = bal_outlier_eject(&b->outlier, &oc, now);
+    b->eject_until_ms = bal_outlier_eject(b->outlier, &oc, now);
     b->is_ejected = true;
     b->ejected_at_ms = now;
-    b->ejections[bal_outlier_reason_kind(&b->outlier)]++;
+    b->ejections[bal_outlier_reason_kind(b->outlier)]++;
     srv->pool->shared->has_ejected = true;
     lb_log(CONF_LOG_WARN, "outlier_eject",
            "pool=%s server=%s addr=%s reason=%s kind=%s eject_ms=%llu ejected=%zu/%zu",
            srv->pool->conf->name, srv->conf->name, srv->conf->addr.text,
            lb_log_quote(qbuf, sizeof(qbuf), reason),
-           bal_outlier_kind_name(bal_outlier_reason_kind(&b->outlier)),
+           bal_outlier_kind_name(bal_outlier_reason_kind(b->outlier)),
            (unsigned long long)(b->eject_until_ms - now), ejected + 1,
            srv->pool->conf->nservers);
     lb_pool_decide(d, srv->pool, BAL_CAUSE_OUTLIER, srv, reason, 0);
@@ -116,12 +129,13 @@ lb_outlier_tick(struct lb_daemon *d, struct lb_pool *pool, uint64_t now)
         if (!b->is_ejected)
             continue;
         /* outlier off by a reload: back at once, its history forgotten */
-        if (!bal_outlier_expire(&b->outlier, is_off ? UINT64_MAX : now)) {
+        /* an ejected server has its window (lb_server_live_error) */
+        if (!bal_outlier_expire(b->outlier, is_off ? UINT64_MAX : now)) {
             any = true;
             continue;
         }
         if (is_off)
-            bal_outlier_init(&b->outlier);
+            bal_outlier_init(b->outlier);
         b->is_ejected = false;
         b->is_outlier_news = true;
         if (first == NULL)

@@ -65,6 +65,20 @@ lb_decide_reserve(struct lb_daemon *d, size_t n)
 }
 
 /* A heartbeat's change, as its log line says it. */
+/* A side part of a backend (state_types.h), allocated at its first use:
+ * NULL when out of memory. */
+static void *
+lb_backend_part(void *part, size_t size)
+{
+    return part != NULL ? part : calloc(1, size);
+}
+
+static const char *
+lb_note(const char *note)
+{
+    return note != NULL ? note : "";
+}
+
 static const char *
 lb_beat_reason(const struct lb_server *srv, char *buf, size_t len)
 {
@@ -73,7 +87,7 @@ lb_beat_reason(const struct lb_server *srv, char *buf, size_t len)
     if (b->is_beat_expired)
         snprintf(buf, len, "heartbeat expired %.1f s ago",
                  (double)(lb_mono_ms() - b->beat_at_ms) / 1000.0);
-    else if (b->beat_note[0] != '\0')
+    else if (lb_note(b->beat_note)[0] != '\0')
         snprintf(buf, len, "heartbeat %s: %s", bal_beat_name(b->beat), b->beat_note);
     else
         snprintf(buf, len, "heartbeat: %s", bal_beat_name(b->beat));
@@ -91,8 +105,8 @@ lb_agent_reason(const struct lb_server *srv, char *buf, size_t len)
     if (b->agent.has_share)
         snprintf(share, sizeof(share), " %u%%", b->agent.share / (BAL_SHARE_FULL / 100));
     snprintf(buf, len, "agent: %s%s%s%s%s", bal_agent_name(b->agent.state), share,
-             b->agent_note[0] != '\0' ? " (" : "", b->agent_note,
-             b->agent_note[0] != '\0' ? ")" : "");
+             lb_note(b->agent_note)[0] != '\0' ? " (" : "", lb_note(b->agent_note),
+             lb_note(b->agent_note)[0] != '\0' ? ")" : "");
     return buf;
 }
 
@@ -117,7 +131,7 @@ lb_why_text(const struct bal_member *m, const struct lb_server *srv, const char 
             lb_server_eject_reason(srv, eject, sizeof(eject));
         snprintf(buf, len, "guard released: %s",
                  srv->b->is_ejected ? eject
-                 : srv->b->last_check.is_set ? srv->b->last_check.detail : "failing");
+                 : srv->b->last_check != NULL ? srv->b->last_check->detail : "failing");
         return buf;
     }
     default:
@@ -131,10 +145,10 @@ lb_warning_reason(const struct lb_server *srv, const char *cause_reason)
 {
     const struct lb_backend *b = srv->b;
 
-    if (b->health.state == BAL_HEALTH_WARNING && b->last_check.is_set)
-        return b->last_check.detail;
+    if (b->health.state == BAL_HEALTH_WARNING && b->last_check != NULL)
+        return b->last_check->detail;
     if (b->beat == BAL_BEAT_WARN)
-        return b->beat_note[0] != '\0' ? b->beat_note : "heartbeat: warn";
+        return lb_note(b->beat_note)[0] != '\0' ? b->beat_note : "heartbeat: warn";
     return cause_reason;
 }
 
@@ -454,12 +468,14 @@ lb_server_apply_check(struct lb_daemon *d, struct lb_server *srv,
     if (r->seq <= srv->b->last_seq)
         return;                     /* older than what is known: drop */
     srv->b->last_seq = r->seq;
-    srv->b->last_check.is_set = true;
-    srv->b->last_check.passed = r->passed;
-    srv->b->last_check.is_warning = r->is_warning;
-    memcpy(srv->b->last_check.detail, r->detail, sizeof(srv->b->last_check.detail));
-    srv->b->last_check.duration_ms = r->duration_ms;
-    srv->b->last_check.at = r->started_at;
+    srv->b->last_check = lb_backend_part(srv->b->last_check, sizeof(*srv->b->last_check));
+    if (srv->b->last_check != NULL) {
+        *srv->b->last_check = (struct lb_check_info){
+            .is_set = true, .passed = r->passed, .is_warning = r->is_warning,
+            .duration_ms = r->duration_ms, .at = r->started_at,
+        };
+        memcpy(srv->b->last_check->detail, r->detail, sizeof(srv->b->last_check->detail));
+    }
     srv->b->checks++;
     st->checks++;
     if (r->lag_ms > srv->b->lag_ms_max)
@@ -552,10 +568,14 @@ lb_server_apply_agent(struct lb_daemon *d, struct lb_server *srv, const struct h
         return;                         /* an agent gone by a reload, or late */
     b->agent_seq = r->seq;
     b->agent_checks++;
-    b->last_agent = (struct lb_check_info){
-        .is_set = true, .passed = r->passed, .duration_ms = r->duration_ms, .at = r->started_at,
-    };
-    memcpy(b->last_agent.detail, r->detail, sizeof(b->last_agent.detail));
+    b->last_agent = lb_backend_part(b->last_agent, sizeof(*b->last_agent));
+    if (b->last_agent != NULL) {
+        *b->last_agent = (struct lb_check_info){
+            .is_set = true, .passed = r->passed, .duration_ms = r->duration_ms,
+            .at = r->started_at,
+        };
+        memcpy(b->last_agent->detail, r->detail, sizeof(b->last_agent->detail));
+    }
     lb_log(CONF_LOG_DEBUG, "agent", "pool=%s server=%s result=%s detail=%s duration_ms=%.1f",
            srv->pool->conf->name, srv->conf->name, r->passed ? "passed" : "failed",
            lb_log_quote(qbuf, sizeof(qbuf), r->detail), r->duration_ms);
@@ -566,8 +586,9 @@ lb_server_apply_agent(struct lb_daemon *d, struct lb_server *srv, const struct h
         v.has_share = true;
         v.share = a->percent * (BAL_SHARE_FULL / 100);
     }
-    if (a->has_note)
-        snprintf(b->agent_note, sizeof(b->agent_note), "%s", a->note);
+    if (a->has_note && (b->agent_note = lb_backend_part(b->agent_note,
+                                                         HC_AGENT_NOTE_MAX + 1)) != NULL)
+        snprintf(b->agent_note, HC_AGENT_NOTE_MAX + 1, "%s", a->note);
     if (a->has_maxconn) {
         b->has_agent_maxconn = true;
         b->agent_maxconn = a->maxconn;
@@ -643,7 +664,11 @@ lb_server_heartbeat(struct lb_daemon *d, struct lb_server *srv, enum bal_beat st
     b->heartbeats++;
     b->beat = status;
     b->is_beat_expired = false;
-    snprintf(b->beat_note, sizeof(b->beat_note), "%s", note);
+    /* a note once kept is kept up to date, an empty one too */
+    if (note[0] != '\0' || b->beat_note != NULL)
+        b->beat_note = lb_backend_part(b->beat_note, LB_BEAT_NOTE_MAX);
+    if (b->beat_note != NULL)
+        snprintf(b->beat_note, LB_BEAT_NOTE_MAX, "%s", note);
     if (!is_change)
         return;                         /* the common case: one more pass */
     b->is_beat_news = true;

@@ -24,6 +24,16 @@
 /* A heartbeat's note, as shown in /stats and the logs. */
 #define LB_BEAT_NOTE_MAX 128
 
+/* A probe's or an agent's last result, as /stats shows it. */
+struct lb_check_info {
+    bool is_set;
+    bool passed;
+    bool is_warning;                    /* passed with a code in check_warn */
+    char detail[HC_DETAIL_MAX];
+    double duration_ms;
+    double at;                          /* unix seconds */
+};
+
 /* What a server keeps across reloads: its place in rotation and open
  * connections (the balancer's struct bal_live, which every generation's
  * pool points to), counters, health and operator state. Shared by every
@@ -73,14 +83,11 @@ struct lb_backend {
     /* ... and of its outputs what is not in live */
     bool is_guarded;                    /* failing, held by min_servers */
     uint64_t last_seq;                  /* newest probe applied */
-    struct lb_check_info {
-        bool is_set;
-        bool passed;
-        bool is_warning;                /* passed with a code in check_warn */
-        char detail[HC_DETAIL_MAX];
-        double duration_ms;
-        double at;                      /* unix seconds */
-    } last_check;
+    /* The parts most servers never need, allocated at their first use
+     * (state/server.c, outlier.c): 700 bytes a server kept inline. NULL
+     * until then, or when out of memory (the text is not kept; the
+     * verdict it came with still counts). */
+    struct lb_check_info *last_check;   /* its probe's, once one finished */
     /* heartbeats (heartbeat_ttl): the last report, PASS until one comes
      * (a server has one TTL from when its pool first needs one) */
     enum bal_beat beat;
@@ -90,7 +97,8 @@ struct lb_backend {
     bool is_beat_news;                  /* changed, not decided yet */
     uint64_t beat_at_ms;                /* monotonic; 0 = not looked at yet */
     double beat_at;                     /* unix seconds; 0 = none reported */
-    char beat_note[LB_BEAT_NOTE_MAX];
+    char *beat_note;                    /* LB_BEAT_NOTE_MAX bytes, once a
+                                           report came */
     uint64_t heartbeats;
     /* its agent (agent_port=): the last verdict, kept while the agent
      * cannot be reached or says what does not parse */
@@ -101,13 +109,15 @@ struct lb_backend {
     struct bal_agent_verdict agent;
     bool has_agent_maxconn;             /* its cap is the agent's ... */
     uint32_t agent_maxconn;             /* ... maxconn:N (0: none) */
-    char agent_note[HC_AGENT_NOTE_MAX + 1];
+    char *agent_note;                   /* HC_AGENT_NOTE_MAX + 1 bytes, once
+                                           its agent gave a note */
     uint64_t agent_seq;                 /* newest agent reply applied */
     uint64_t agent_checks;
-    struct lb_check_info last_agent;
+    struct lb_check_info *last_agent;   /* once its agent answered */
     /* outlier detection (pool key outlier, state/outlier.c): the errors in
      * its window, and its ejections */
-    struct bal_outlier outlier;
+    struct bal_outlier *outlier;        /* once it had an error in a pool
+                                           with outlier */
     bool is_ejected;                    /* out until eject_until_ms: the
                                            decision's input */
     bool is_outlier_news;               /* back, not decided yet */
