@@ -14,9 +14,11 @@
  *     returned), read by every worker on each pick;
  *   - active_connections: bumped by the worker that owns the connection,
  *     read by every worker (leastconn, random).
- * Everything else that changes on each pick (the random state, leastconn's
- * scan start) lives in a struct bal_cursor, one per
- * worker and pool, so picking needs no lock.
+ * What the algorithms keep for the pool as a whole (the round-robin
+ * rotation and credits, leastconn's tree and pick stamps) is atomics in
+ * struct bal_pool, written by any worker without a lock; what is one
+ * worker's own (the random state, leastconn's scan start) lives in a
+ * struct bal_cursor, one per worker and pool.
  */
 #ifndef BAL_H
 #define BAL_H
@@ -28,8 +30,8 @@
 
 enum bal_algo {
     BAL_ALGO_ROUNDROBIN = 0,  /* weighted round robin, turns spread */
-    BAL_ALGO_LEASTCONN,       /* fewest (active + 1) per weight, ties round
-                                 robin */
+    BAL_ALGO_LEASTCONN,       /* fewest (active + 1) per weight, ties to
+                                 the one picked longest ago */
     BAL_ALGO_SOURCE,          /* consistent hash of the client address
                                  (a Maglev table) */
     BAL_ALGO_RANDOM,          /* power of two weighted random choices */

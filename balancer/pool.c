@@ -94,9 +94,6 @@ void bal_cursor_free(struct bal_cursor *c)
     free(c);
 }
 
-/* Worker thread owning c. The cost is O(1) on average for roundrobin,
- * source and random (more while most of the pool is out of reach), and
- * O(nservers) for leastconn; times ntried for the tried[] scan. */
 /* bal_pick without publishing a leastconn pick: bal_pick_attempt's, whose
  * slot taking publishes it. */
 static int bal_pick_one(const struct bal_pool *p, struct bal_cursor *c,
@@ -120,6 +117,10 @@ static int bal_pick_one(const struct bal_pool *p, struct bal_cursor *c,
     return -1;
 }
 
+/* Worker thread owning c. The cost is O(1) on average for roundrobin,
+ * source and random (more while most of the pool is out of reach), and
+ * O(log nservers) for leastconn (its tree's replay); times ntried for the
+ * tried[] scan. */
 int bal_pick(const struct bal_pool *p, struct bal_cursor *c,
              uint64_t client_hash, const uint32_t *tried, size_t ntried)
 {

@@ -1,8 +1,9 @@
 /*
- * algo_source_test.c - tests balancer/algo_source.c: weighted rendezvous
- * hashing of the client address.
+ * algo_source_test.c - tests balancer/algo_source.c: consistent hashing of
+ * the client address by a Maglev table.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "algo_fixture.h"
@@ -133,10 +134,61 @@ static void test_tried(void)
     bal_pool_free(p);
 }
 
+/* A pool of 40, every other server of weight 3, and the same pool with a
+ * 41st server: the weights hold in the table to a few percent, and adding
+ * a server moves little besides the clients it takes (Maglev moves a few
+ * percent more, rendezvous hashing none). */
+static void test_table(void)
+{
+    enum { N = 40, MANY = 100000 };
+    static char names40[N + 1][8];
+    const char *nm[N + 1];
+    uint32_t w[N + 1];
+    int count[N + 1] = {0}, moved = 0, to_new = 0;
+    uint64_t light = 0, heavy = 0;
+    struct bal_pool *p, *q;
+    struct bal_cursor *c, *cq;
+
+    for (int i = 0; i <= N; i++) {
+        snprintf(names40[i], sizeof(names40[i]), "s%d", i);
+        nm[i] = names40[i];
+        w[i] = i % 2 == 0 ? 1 : 3;
+    }
+    p = pool(N, w, nm);
+    q = pool(N + 1, w, nm);
+    c = bal_cursor_new(p, 0);
+    cq = bal_cursor_new(q, 0);
+    for (uint32_t k = 0; k < MANY; k++) {
+        int a = bal_pick(p, c, algo_client(k), NULL, 0);
+        int b = bal_pick(q, cq, algo_client(k), NULL, 0);
+
+        CHECK(a >= 0 && b >= 0);
+        if (a < 0 || b < 0)
+            continue;
+        count[a]++;
+        to_new += b == N;
+        moved += b != N && b != a;
+    }
+    for (int i = 0; i < N; i++)
+        *(i % 2 == 0 ? &light : &heavy) += (uint64_t)count[i];
+    /* 3 times the clients, to a few percent */
+    CHECK(heavy * 100 > light * 3 * 92 && heavy * 100 < light * 3 * 108);
+    /* the newcomer takes its 1/81 (of weight 1 in 81) */
+    CHECK(to_new > MANY / 81 / 2 && to_new < MANY / 81 * 2);
+    CHECK(moved < MANY / 20);
+    if (moved >= MANY / 20)
+        fprintf(stderr, "  %d of %d clients moved between old servers\n", moved, MANY);
+    bal_cursor_free(c);
+    bal_cursor_free(cq);
+    bal_pool_free(p);
+    bal_pool_free(q);
+}
+
 int main(void)
 {
     test_sticky();
     test_minimal_disruption();
     test_tried();
+    test_table();
     return CHECK_DONE();
 }
