@@ -259,8 +259,10 @@ conf_free(struct conf *c)
     free(c->frontends);
     for (i = 0; i < c->npools; i++) {
         struct conf_pool *pool = &c->pools[i];
-        for (j = 0; j < pool->nservers; j++)
+        for (j = 0; j < pool->nservers; j++) {
             free(pool->servers[j].name);
+            free(pool->servers[j].addr.text);
+        }
         free(pool->servers);
         free(pool->name);
         conf_free_strings(CONF_SECTION_POOL, pool);
@@ -377,6 +379,7 @@ conf_dup(const struct conf *c)
         for (size_t j = 0; j < src->nservers && !oom; j++) {
             dst->servers[j] = src->servers[j];
             dst->servers[j].name = conf_strdup_or_null(src->servers[j].name, &oom);
+            dst->servers[j].addr.text = conf_strdup_or_null(src->servers[j].addr.text, &oom);
             dst->nservers++;
         }
     }

@@ -561,6 +561,7 @@ conf_set_server(const struct conf_key *k, void *field, const char *value,
                         (pool->nservers ? pool->nservers * 2 : 1) * sizeof(*grown));
     if (srv.name == NULL || grown == NULL) {
         free(srv.name);
+        free(srv.addr.text);
         snprintf(err, errlen, "server: out of memory");
         return -1;
     }

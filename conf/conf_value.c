@@ -856,8 +856,9 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
                   char *err, size_t errlen)
 {
     static const char conf_server_usage[] = CONF_SERVER_USAGE;
-    char abuf[sizeof(out->addr.text)];
+    char abuf[CONF_ADDR_TEXT_MAX];
     char msg[384];
+    struct conf_addr addr;
     const char *p = s;
     unsigned seen = 0;
     size_t n;
@@ -894,7 +895,7 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
     memcpy(abuf, p, n);
     abuf[n] = '\0';
     p += n;
-    switch (conf_parse_addr(abuf, false, &out->addr, msg, sizeof(msg))) {
+    switch (conf_parse_addr(abuf, false, &addr, msg, sizeof(msg))) {
     case CONF_ADDR_OK:
         break;
     case CONF_ADDR_NO_PORT:
@@ -914,6 +915,14 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
             return -1;
         p += n;
     }
+    /* a server's address is IPv4 or IPv6 (conf_parse_addr resolves to
+     * nothing else), which its union holds */
+    if (addr.len > sizeof(out->addr.sa) || (out->addr.text = strdup(addr.text)) == NULL) {
+        snprintf(err, errlen, "server %s: out of memory", name);
+        return -1;
+    }
+    memcpy(&out->addr.sa, &addr.ss, addr.len);
+    out->addr.len = addr.len;
     return 0;
 }
 

@@ -204,6 +204,7 @@ lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
     }
     snprintf(mb.name, sizeof(mb.name), "%s", name);
     snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
+    free(cs.addr.text);
     mb.weight = cs.weight;
     mb.max_connections = cs.max_connections;
     mb.is_ephemeral = o->is_ephemeral;
@@ -339,6 +340,7 @@ lb_order_replace(struct lb_daemon *d, struct lb_server *srv, const struct lb_adm
     }
     snprintf(mb.name, sizeof(mb.name), "%s", name);
     snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
+    free(cs.addr.text);
     mb.weight = cs.weight;
     rc = lb_members_api_replace(d, srv->pool->conf, &mb, conflict);
     if (rc == 0) {
@@ -360,7 +362,7 @@ lb_order_heartbeat(struct lb_daemon *d, const struct lb_admin_order *o)
     struct evbuffer *b;
     bool pool_found, is_off = false, is_moved = false, in_rotation = false;
     const char *health = "", *conflict = NULL;
-    char moved[sizeof(srv->conf->addr.text) + 160];
+    char moved[CONF_ADDR_TEXT_MAX + 160];
     int rc;
     uint64_t ttl = 0;
 

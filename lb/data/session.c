@@ -1104,7 +1104,7 @@ lb_session_dial(struct lb_session *s)
     char qbuf[128];
     int fd, err;
 
-    fd = socket(srv->conf->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = socket(srv->conf->addr.sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         /* Out of descriptors or memory here: another server will not
          * help, so give up on this client. */
@@ -1122,7 +1122,7 @@ lb_session_dial(struct lb_session *s)
         s->is_pace_counted = true;
         s->w->paces[s->server->b->id].in_flight++;
     }
-    if (connect(fd, (const struct sockaddr *)&srv->conf->addr.ss, srv->conf->addr.len) == 0) {
+    if (connect(fd, &srv->conf->addr.sa.sa, srv->conf->addr.len) == 0) {
         if (lb_session_watch(s, fd, LB_IO_SERVER) == -1)
             lb_session_finish(s, "epoll_ctl failed");
         else

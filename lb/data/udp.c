@@ -259,11 +259,11 @@ lb_flow_end(struct lb_flow *f, const char *why)
 
 /* A socket connected to the flow's server; -1 with errno. */
 static int
-lb_flow_socket(const struct conf_addr *to)
+lb_flow_socket(const struct conf_server_addr *to)
 {
-    int fd = socket(to->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(to->sa.sa.sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-    if (fd >= 0 && connect(fd, (const struct sockaddr *)&to->ss, to->len) == -1) {
+    if (fd >= 0 && connect(fd, &to->sa.sa, to->len) == -1) {
         int e = errno;
 
         close(fd);

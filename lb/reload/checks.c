@@ -51,7 +51,7 @@ lb_health_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->id = srv->b->id;
     spec->kind = pc->check;
     spec->send_proxy = hc_check_send_proxy(pc->check_send_proxy, srv->conf->send_proxy);
-    memcpy(&spec->addr, &srv->conf->addr.ss, sizeof(spec->addr));
+    memcpy(&spec->addr, &srv->conf->addr.sa, srv->conf->addr.len);
     spec->addr_len = srv->conf->addr.len;
     if (pc->check_port != 0) {
         if (spec->addr.ss_family == AF_INET6)
@@ -99,7 +99,6 @@ lb_agent_spec(struct hc_spec *spec, const struct lb_server *srv)
     spec->send_proxy = CONF_PROXY_OFF;
     spec->tls = false;
     spec->reuse = false;
-    memcpy(&spec->addr, &srv->conf->addr.ss, sizeof(spec->addr));
     if (spec->addr.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&spec->addr)->sin6_port = port;
     else

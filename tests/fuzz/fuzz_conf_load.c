@@ -23,6 +23,14 @@ fuzz_check_addr(const struct conf_addr *a)
 }
 
 static void
+fuzz_check_server_addr(const struct conf_server_addr *a)
+{
+    FUZZ_CHECK(a->sa.sa.sa_family == AF_INET || a->sa.sa.sa_family == AF_INET6);
+    FUZZ_CHECK(a->len > 0 && a->len <= sizeof(a->sa));
+    FUZZ_CHECK(a->text != NULL && strlen(a->text) < CONF_ADDR_TEXT_MAX);
+}
+
+static void
 fuzz_check_conf(const struct conf *c)
 {
     FUZZ_CHECK(strcmp(c->file, FUZZ_FILE) == 0);
@@ -59,7 +67,7 @@ fuzz_check_conf(const struct conf *c)
             FUZZ_CHECK(p->servers[s].weight >= CONF_WEIGHT_MIN &&
                        p->servers[s].weight <= CONF_WEIGHT_MAX);
             FUZZ_CHECK(p->servers[s].line >= 1);
-            fuzz_check_addr(&p->servers[s].addr);
+            fuzz_check_server_addr(&p->servers[s].addr);
             for (size_t t = 0; t < s; t++)
                 FUZZ_CHECK(strcmp(p->servers[s].name, p->servers[t].name) != 0);
         }

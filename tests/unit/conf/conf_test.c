@@ -204,7 +204,7 @@ test_defaults(void)
     CHECK_EQ_STR(p->servers[0].name, "web1");
     CHECK_EQ_INT(p->servers[0].weight, 1);
     CHECK_EQ_INT(p->servers[0].line, 5);
-    CHECK_EQ_INT(port_of(&p->servers[0].addr), 9001);
+    CHECK_EQ_INT(ntohs(p->servers[0].addr.sa.in.sin_port), 9001);
     CHECK_EQ_INT(p->balance, CONF_BALANCE_ROUNDROBIN);
     CHECK_EQ_INT(p->connect_timeout_ms, 1000);
     CHECK_EQ_INT(p->idle_timeout_ms, 300000);
@@ -326,7 +326,7 @@ test_all_keys(void)
     CHECK_EQ_INT(p->servers[0].weight, 256);
     CHECK_EQ_INT(p->servers[1].weight, 7);
     CHECK_EQ_INT(p->servers[1].line, 22);
-    CHECK_EQ_INT(p->servers[1].addr.ss.ss_family, AF_INET6);
+    CHECK_EQ_INT(p->servers[1].addr.sa.sa.sa_family, AF_INET6);
     CHECK_EQ_INT(p->connect_timeout_ms, 250);
     CHECK_EQ_INT(p->idle_timeout_ms, 86400000);
     CHECK_EQ_INT(p->retries, 32);

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -682,120 +683,131 @@ test_addr_overlaps(void)
     CHECK(conf_addr_overlaps(&v6, &v6));
 }
 
+/* conf_parse_server, the address text of the previous parse freed first
+ * (each success allocates one). */
+static int
+parse_server(const char *s, char *name, struct conf_server *srv, char *err, size_t errlen)
+{
+    free(srv->addr.text);
+    srv->addr.text = NULL;
+    return conf_parse_server(s, name, srv, err, errlen);
+}
+
 static void
 test_server(void)
 {
-    struct conf_server srv;
+    struct conf_server srv = { 0 };
     char name[CONF_NAME_MAX + 1], err[512];
 
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:9001 weight=3", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:9001 weight=3", name, &srv,
                                    err, sizeof(err)), 0);
     CHECK_EQ_STR(name, "web1");
     CHECK_EQ_STR(srv.addr.text, "127.0.0.1:9001");
     CHECK_EQ_INT(srv.weight, 3);
-    CHECK_EQ_INT(conf_parse_server("web2\t127.0.0.1:9002", name, &srv, err,
+    CHECK_EQ_INT(parse_server("web2\t127.0.0.1:9002", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_STR(name, "web2");
     CHECK_EQ_INT(srv.weight, 1);
-    CHECK_EQ_INT(conf_parse_server("w [::1]:1 weight=256", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w [::1]:1 weight=256", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_INT(srv.weight, 256);
     CHECK_EQ_INT(srv.max_connections, 0);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=50 weight=2", name,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 max_connections=50 weight=2", name,
                                    &srv, err, sizeof(err)), 0);
     CHECK_EQ_INT(srv.max_connections, 50);
     CHECK_EQ_INT(srv.weight, 2);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=1000001", name,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 max_connections=1000001", name,
                                    &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: max_connections 1000001 is out of range (0..1000000)");
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 max_connections=5 max_connections=5",
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 max_connections=5 max_connections=5",
                                    name, &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: max_connections is given twice");
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 maxconn=5", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 maxconn=5", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: unknown option \"maxconn=5\" (use NAME HOST:PORT "
                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
 
     /* send_proxy=: the server's own version, else "the pool's" until
      * conf_load or conf_pool_add_server resolves it */
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1", name, &srv, err, sizeof(err)), 0);
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1", name, &srv, err, sizeof(err)), 0);
     CHECK(srv.send_proxy == CONF_PROXY_POOL);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v2 weight=2", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=v2 weight=2", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V2);
     CHECK_EQ_INT(srv.weight, 2);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v1", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=v1", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V1);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=off", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=off", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_OFF);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=V2", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=V2", name, &srv, err,
                                    sizeof(err)), 0);
     CHECK_EQ_INT(srv.send_proxy, CONF_PROXY_V2);
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=any", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=any", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: send_proxy \"any\" is not one of off, v1 or v2");
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: send_proxy \"\" is not one of off, v1 or v2");
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2",
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2",
                                    name, &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: send_proxy \"v2v2v2v2v2v2v2v2v2v2v2v2v2v2v2v\" is not one "
                  "of off, v1 or v2");      /* cut at 31 characters */
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send_proxy=v1 send_proxy=v2", name, &srv,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send_proxy=v1 send_proxy=v2", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: send_proxy is given twice");
-    CHECK_EQ_INT(conf_parse_server("w 127.0.0.1:1 send-proxy", name, &srv, err,
+    CHECK_EQ_INT(parse_server("w 127.0.0.1:1 send-proxy", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server w: unknown option \"send-proxy\" (use NAME HOST:PORT "
                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
 
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1", name, &srv, err,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: \"web1 127.0.0.1\" has no port (use NAME "
                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
-    CHECK_EQ_INT(conf_parse_server("web1", name, &srv, err, sizeof(err)),
+    CHECK_EQ_INT(parse_server("web1", name, &srv, err, sizeof(err)),
                  -1);
     CHECK_EQ_STR(err, "server: \"web1\" has no address (use NAME HOST:PORT "
                  "[weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
-    CHECK_EQ_INT(conf_parse_server("", name, &srv, err, sizeof(err)), -1);
+    CHECK_EQ_INT(parse_server("", name, &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: empty value (use NAME HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
-    CHECK_EQ_INT(conf_parse_server("web/1 127.0.0.1:1", name, &srv, err,
+    CHECK_EQ_INT(parse_server("web/1 127.0.0.1:1", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server: name \"web/1\" is invalid (use 1 to 63 of "
                  "A-Z a-z 0-9 _ . - : @ [ ])");
     /* a discovered server's name: target:port, address@... */
-    CHECK_EQ_INT(conf_parse_server("web1.example:8080@10.0.0.1:8080 10.0.0.1:8080", name, &srv,
+    CHECK_EQ_INT(parse_server("web1.example:8080@10.0.0.1:8080 10.0.0.1:8080", name, &srv,
                                    err, sizeof(err)), 0);
     CHECK_EQ_STR(name, "web1.example:8080@10.0.0.1:8080");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=0", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=0", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight 0 is out of range (1..256)");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=257", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=257", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight 257 is out of range (1..256)");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=x", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=x", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight \"x\" is not a number");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=", name, &srv,
                                    err, sizeof(err)), -1);
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=-1", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=-1", name, &srv,
                                    err, sizeof(err)), -1);
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 weight=1 weight=2",
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 weight=1 weight=2",
                                    name, &srv, err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: weight is given twice");
-    CHECK_EQ_INT(conf_parse_server("web1 127.0.0.1:1 backup", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 127.0.0.1:1 backup", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: unknown option \"backup\" (use NAME "
                  "HOST:PORT [weight=N] [max_connections=N] [send_proxy=off|v1|v2] [agent_port=N])");
-    CHECK_EQ_INT(conf_parse_server("web1 *:80", name, &srv, err,
+    CHECK_EQ_INT(parse_server("web1 *:80", name, &srv, err,
                                    sizeof(err)), -1);
     CHECK_EQ_STR(err, "server web1: \"*:80\" has no host");
-    CHECK_EQ_INT(conf_parse_server("web1 nohost.invalid:80", name, &srv,
+    CHECK_EQ_INT(parse_server("web1 nohost.invalid:80", name, &srv,
                                    err, sizeof(err)), -1);
     CHECK(strncmp(err, "server web1: address \"nohost.invalid:80\" does not "
                   "resolve (", 52) == 0);
+    free(srv.addr.text);
 }
 
 static void
