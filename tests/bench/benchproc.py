@@ -115,6 +115,37 @@ def free_ports(base, count, udp=False):
         port += 1
     return ports
 
+def http_ok(port):
+    """One GET / through port answered 200 "ok\\n" (the bench backends' page)."""
+    try:
+        with socket.create_connection((HOST, port), timeout=1) as s:
+            s.sendall(b"GET / HTTP/1.0\r\nHost: bench\r\n\r\n")
+            data = b""
+            for _ in range(64):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok\n")
+    except OSError:
+        return False
+
+def haproxy_argv(d, port, servers, maxconn, server_opt=""):
+    """HAProxy with bench.py's settings (mode tcp, nbthread 2, roundrobin, a check every
+    2 s) in front of servers, its config written in d; server_opt is added to each
+    server line."""
+    lines = ["global", "    nbthread 2", f"    maxconn {maxconn}",
+             "defaults", "    mode tcp", f"    maxconn {maxconn}", "    timeout connect 5s",
+             "    timeout client 1m", "    timeout server 1m",
+             "frontend bench", f"    bind {HOST}:{port}", "    default_backend bench",
+             "backend bench", "    balance roundrobin"]
+    lines += [f"    server b{i} {HOST}:{p} check inter 2s{server_opt}"
+              for i, p in enumerate(servers, 1)]
+    conf = os.path.join(d, "haproxy.cfg")
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return ["haproxy", "-db", "-f", conf]
+
 def cpu_times(cpu):
     """(busy, steal, total) jiffies of one CPU from /proc/stat (busy excludes idle,
     iowait and steal)."""

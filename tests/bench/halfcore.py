@@ -55,8 +55,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, listening, log,  # noqa: E402
-                       prepare_driver)
+from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv,  # noqa: E402
+                       http_ok, listening, log, prepare_driver)
 
 CGROUP = "lb-bench-halfcore"
 # A short period: the quota is spent in slices of 5 ms at 50%, so a
@@ -127,35 +127,6 @@ class Cgroup:
             except OSError:
                 time.sleep(0.1)
         log(f"could not remove the cgroup {self.path}")
-
-
-def http_ok(port):
-    import socket
-    try:
-        with socket.create_connection((HOST, port), timeout=1) as s:
-            s.sendall(b"GET / HTTP/1.0\r\nHost: bench\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            return data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok\n")
-    except OSError:
-        return False
-
-
-def haproxy_argv(d, port, servers, maxconn):
-    lines = ["global", "    nbthread 2", f"    maxconn {maxconn}",
-             "defaults", "    mode tcp", f"    maxconn {maxconn}", "    timeout connect 5s",
-             "    timeout client 1m", "    timeout server 1m",
-             "frontend bench", f"    bind {HOST}:{port}", "    default_backend bench",
-             "backend bench", "    balance roundrobin"]
-    lines += [f"    server b{i} {HOST}:{p} check inter 2s" for i, p in enumerate(servers, 1)]
-    conf = os.path.join(d, "haproxy.cfg")
-    with open(conf, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return ["haproxy", "-db", "-f", conf]
 
 
 def lb_argv(lb_bin, d, port, servers, maxconn):

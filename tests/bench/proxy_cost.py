@@ -76,8 +76,8 @@ import tempfile
 import threading
 import time
 
-from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, listening, log,
-                       others_cpu_since, others_cpu_ticks, prepare_driver)
+from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv, http_ok,
+                       listening, log, others_cpu_since, others_cpu_ticks, prepare_driver)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -90,21 +90,6 @@ PP2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
 # ---------------------------------------------------------------- /proc
-
-def http_ok(port):
-    try:
-        with socket.create_connection((HOST, port), timeout=1) as s:
-            s.sendall(b"GET / HTTP/1.0\r\nHost: bench\r\n\r\n")
-            data = b""
-            for _ in range(64):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            return data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok\n")
-    except OSError:
-        return False
-
 
 # ---------------------------------------------------------------- processes
 
@@ -188,20 +173,6 @@ class Backend:
 
 # ---------------------------------------------------------------- proxies
 
-def haproxy_cmd(d, port, servers, send_proxy, maxconn):
-    opt = " send-proxy-v2" if send_proxy else ""
-    lines = ["global", "    nbthread 2", f"    maxconn {maxconn}",
-             "defaults", "    mode tcp", f"    maxconn {maxconn}", "    timeout connect 5s",
-             "    timeout client 1m", "    timeout server 1m",
-             "frontend bench", f"    bind {HOST}:{port}", "    default_backend bench",
-             "backend bench", "    balance roundrobin"]
-    lines += [f"    server b{i} {HOST}:{p} check inter 2s{opt}" for i, p in enumerate(servers, 1)]
-    conf = os.path.join(d, "haproxy.cfg")
-    with open(conf, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return ["haproxy", "-db", "-f", conf]
-
-
 def lb_config(d, port, admin_port, servers, send_proxy, maxconn):
     lines = ["[global]", "workers = 2", f"max_connections = {maxconn}",
              "[admin]", f"listen = {HOST}:{admin_port}",
@@ -229,7 +200,8 @@ class Bench:
     def proxy_argv(self, name, d, servers):
         send_proxy = name.endswith("-v2")
         if name.startswith("haproxy"):
-            return haproxy_cmd(d, self.port, servers, send_proxy, self.maxconn)
+            return haproxy_argv(d, self.port, servers, self.maxconn,
+                                " send-proxy-v2" if send_proxy else "")
         conf = lb_config(d, self.port, self.admin_port, servers, send_proxy, self.maxconn)
         return [self.args.lb_bin, "-c", conf]
 
