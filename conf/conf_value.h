@@ -149,10 +149,10 @@ bool conf_addr_overlaps(const struct conf_addr *a, const struct conf_addr *b);
 /* A pool's "server" value: NAME HOST:PORT [weight=N] [max_connections=N]
  * [send_proxy=off|v1|v2]. Fills out's addr, weight, max_connections and
  * send_proxy (CONF_PROXY_POOL without the option) and writes the name into
- * name (at least CONF_NAME_MAX + 1 bytes). out->addr.text is malloc'd:
- * the caller frees it, or gives it to a config, which does. Unlike the other parsers, its
- * message is complete after "FILE:LINE: " because it names the server
- * ("server web1: ...") once the name is known. */
+ * name (at least CONF_NAME_MAX + 1 bytes). out->addr.text is malloc'd: the
+ * caller frees it, or gives it to a config, which does. Unlike the other
+ * parsers, its message is complete after "FILE:LINE: " because it names
+ * the server ("server web1: ...") once the name is known. */
 int conf_parse_server(const char *s, char *name, struct conf_server *out,
                       char *err, size_t errlen);
 
