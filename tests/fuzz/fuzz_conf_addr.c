@@ -69,6 +69,7 @@ fuzz_server(const char *s)
 {
     char name[CONF_NAME_MAX + 1], err[512];
     struct conf_server srv;
+    struct conf_addr a;
 
     if (conf_parse_server(s, name, &srv, err, sizeof(err)) != 0) {
         fuzz_check_message(err, sizeof(err));
@@ -82,7 +83,14 @@ fuzz_server(const char *s)
     FUZZ_CHECK(srv.max_connections == 0 || strstr(s, "max_connections=") != NULL);
     FUZZ_CHECK(srv.weight == 1 || strstr(s, "weight=") != NULL);
     FUZZ_CHECK(strstr(s, srv.addr.text) != NULL);
-    fuzz_check_addr(srv.addr.text, &srv.addr);
+    /* the server's address at its size holds what a struct conf_addr would */
+    FUZZ_CHECK(strlen(srv.addr.text) < sizeof(a.text) && srv.addr.len <= sizeof(srv.addr.sa));
+    memset(&a, 0, sizeof(a));
+    snprintf(a.text, sizeof(a.text), "%s", srv.addr.text);
+    memcpy(&a.ss, &srv.addr.sa, srv.addr.len);
+    a.len = srv.addr.len;
+    fuzz_check_addr(srv.addr.text, &a);
+    free(srv.addr.text);
 }
 
 int
