@@ -3,12 +3,11 @@
  *
  * nginx's smooth weighted round robin visits every server on every pick,
  * O(n): 265 us a pick at 100,000 servers. Here the order is computed when
- * the pool is built (its weights never change) and each worker walks it
- * with one cursor shared by the workers (an atomic counter: the totals
- * follow the weights whichever worker takes a connection, as HAProxy's
- * one rotation per backend), O(1) a pick. Equal weights, the common case,
- * need no
- * schedule at all: slot j is server j. Other weights get a stride schedule
+ * the pool is built (its weights never change) and the workers walk it
+ * with one shared cursor (an atomic counter: the totals follow the weights
+ * whichever worker takes a connection, as HAProxy's one rotation per
+ * backend), O(1) a pick. Equal weights, the common case, need no schedule
+ * at all: slot j is server j. Other weights get a stride schedule
  * (the virtual finish times of weighted fair queueing): server i's k-th
  * turn comes at (k + phase_i) / weight_i, so that a heavy server's turns
  * are spread between the others' (5,1,1 gives a b a a a c a) rather than
