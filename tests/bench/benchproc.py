@@ -146,6 +146,20 @@ def haproxy_argv(d, port, servers, maxconn, server_opt=""):
         f.write("\n".join(lines) + "\n")
     return ["haproxy", "-db", "-f", conf]
 
+def nginx_conf(d, connections, http):
+    """The config of an nginx bench backend: 2 workers in the foreground, its pid, logs
+    and temporary files in d, `connections` a worker, and http (the http block's own
+    settings and servers, each line indented)."""
+    temp = "".join(f"    {kind}_temp_path {d}/{where};\n"
+                   for kind, where in (("client_body", "body"), ("proxy", "proxy"),
+                                       ("fastcgi", "fastcgi"), ("uwsgi", "uwsgi"),
+                                       ("scgi", "scgi")))
+    return (f"worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\n"
+            f"error_log {d}/error.log warn;\n"
+            f"worker_rlimit_nofile {resource.getrlimit(resource.RLIMIT_NOFILE)[0]};\n"
+            f"events {{ worker_connections {connections}; }}\n"
+            f"http {{\n{temp}{http}}}\n")
+
 def cpu_times(cpu):
     """(busy, steal, total) jiffies of one CPU from /proc/stat (busy excludes idle,
     iowait and steal)."""

@@ -56,7 +56,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv,  # noqa: E402
-                       http_ok, listening, log, prepare_driver)
+                       http_ok, listening, log, nginx_conf, prepare_driver)
 
 CGROUP = "lb-bench-halfcore"
 # A short period: the quota is spent in slices of 5 ms at 50%, so a
@@ -64,28 +64,15 @@ CGROUP = "lb-bench-halfcore"
 # p99 says).
 PERIOD_US = 10000
 
-NGINX = """\
-worker_processes 2;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-worker_rlimit_nofile {nofile};
-events {{ worker_connections 65536; }}
-http {{
+NGINX_HTTP = """\
     access_log off;
     keepalive_timeout 120s;
     keepalive_requests 1000000;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
     server {{
         listen {host}:{p1} backlog=4096;
         listen {host}:{p2} backlog=4096;
         location = / {{ return 200 "ok\\n"; }}
     }}
-}}
 """
 
 
@@ -200,8 +187,8 @@ def main():
         ndir = os.path.join(work, "nginx")
         os.makedirs(ndir)
         with open(os.path.join(ndir, "nginx.conf"), "w") as f:
-            f.write(NGINX.format(dir=ndir, host=HOST, p1=servers[0], p2=servers[1],
-                                 nofile=resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+            f.write(nginx_conf(ndir, 65536, NGINX_HTTP.format(host=HOST, p1=servers[0],
+                                                              p2=servers[1])))
         backend = Proc("nginx", ["nginx", "-p", ndir, "-e", ndir + "/error.log", "-c",
                                  os.path.join(ndir, "nginx.conf")], args.load_cpu, work)
         for p in servers:

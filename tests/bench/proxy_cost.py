@@ -77,7 +77,8 @@ import threading
 import time
 
 from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv, http_ok,
-                       listening, log, others_cpu_since, others_cpu_ticks, prepare_driver)
+                       listening, log, nginx_conf, others_cpu_since, others_cpu_ticks,
+                       prepare_driver)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -89,29 +90,15 @@ TARGETS = [("lb-v2", "haproxy-v2", 0.90), ("lb-v2", "lb-off", 1.03)]
 PP2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
-# ---------------------------------------------------------------- /proc
-
 # ---------------------------------------------------------------- processes
 
 # ---------------------------------------------------------------- backend
 
-NGINX = """\
-worker_processes 2;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-worker_rlimit_nofile {nofile};
-events {{ worker_connections {maxconn}; }}
-http {{
+NGINX_HTTP = """\
     log_format pp '$server_port $status pp=$proxy_protocol_addr:$proxy_protocol_port';
     sendfile on;
     keepalive_timeout 120s;
     default_type application/octet-stream;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
     server {{
         listen {host}:{pp1} backlog=4096 proxy_protocol;
         listen {host}:{pp2} backlog=4096 proxy_protocol;
@@ -124,7 +111,6 @@ http {{
         access_log {dir}/plain.log pp buffer=256k flush=200ms;
         location = / {{ return 200 "ok\\n"; }}
     }}
-}}
 """
 
 
@@ -135,10 +121,9 @@ class Backend:
         self.pp, self.plain = ports[0:2], ports[2:4]
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX.format(dir=self.dir, host=HOST, pp1=self.pp[0], pp2=self.pp[1],
-                                 plain1=self.plain[0], plain2=self.plain[1],
-                                 nofile=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                                 maxconn=2 * maxconn))
+            f.write(nginx_conf(self.dir, 2 * maxconn, NGINX_HTTP.format(
+                dir=self.dir, host=HOST, pp1=self.pp[0], pp2=self.pp[1],
+                plain1=self.plain[0], plain2=self.plain[1])))
         self.proc = Proc("nginx", ["nginx", "-p", self.dir, "-e", self.dir + "/error.log",
                                    "-c", conf], cpu, workdir)
         for port in self.plain:

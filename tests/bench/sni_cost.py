@@ -128,7 +128,8 @@ import threading
 import time
 
 from benchproc import (HOST, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports,
-                       listening, log, median, others_cpu_since, others_cpu_ticks, prepare_driver)
+                       listening, log, median, nginx_conf, others_cpu_since, others_cpu_ticks,
+                       prepare_driver)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUSY_LIMIT = 0.05          # CPUs used by other processes that mark a trial as disturbed
@@ -367,14 +368,7 @@ def ab_sends_sni(port_pair):
 
 # ---------------------------------------------------------------- backend
 
-NGINX = """\
-worker_processes 2;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-worker_rlimit_nofile {nofile};
-events {{ worker_connections {maxconn}; }}
-http {{
+NGINX_HTTP = """\
     log_format sni '$server_port $status $request_uri $ssl_server_name $ssl_session_reused $ssl_protocol';
     keepalive_timeout 120s;
     default_type application/octet-stream;
@@ -382,12 +376,6 @@ http {{
     ssl_session_cache shared:SSL:10m;
     ssl_session_timeout 1d;
     ssl_session_tickets on;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-{servers}}}
 """
 
 NGINX_SERVER = """\
@@ -413,9 +401,7 @@ class Backend:
                           for p in POOLS)
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX.format(dir=self.dir, servers=servers,
-                                 nofile=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                                 maxconn=2 * maxconn))
+            f.write(nginx_conf(self.dir, 2 * maxconn, NGINX_HTTP + servers))
         self.proc = Proc("nginx", ["nginx", "-p", self.dir, "-e", self.dir + "/error.log",
                                    "-c", conf], cpu, workdir)
         cafile = os.path.join(certs, "ca.crt")
