@@ -78,13 +78,18 @@ lb_members_free(struct lb_members *m)
 
 /* ------------------------------------------------------------- apply */
 
-/* Why mb cannot join pool p (its name or its address is there), or NULL. */
+/* Why mb cannot join pool p (its name or its address is there), or NULL.
+ * is_replacing: mb takes the place of the server of its name, which is
+ * then no clash, its address neither. */
 static const char *
-lb_members_clash(const struct conf_pool *p, const struct lb_member *mb)
+lb_members_clash(const struct conf_pool *p, const struct lb_member *mb, bool is_replacing)
 {
     for (size_t i = 0; i < p->nservers; i++) {
-        if (strcmp(p->servers[i].name, mb->name) == 0)
+        if (strcmp(p->servers[i].name, mb->name) == 0) {
+            if (is_replacing)
+                continue;
             return "a server of this name is in the pool";
+        }
         if (strcmp(p->servers[i].addr.text, mb->address) == 0)
             return "a server with this address is in the pool";
     }
@@ -292,7 +297,7 @@ lb_members_api_add(struct lb_daemon *d, const struct conf_pool *p, const struct 
 {
     struct lb_members *m = lb_members_find(d, p->name);
 
-    if ((*conflict = lb_members_clash(p, mb)) != NULL)
+    if ((*conflict = lb_members_clash(p, mb, false)) != NULL)
         return 1;
     for (size_t i = 0; m != NULL && i < m->napi; i++) {
         if (strcmp(m->api[i].name, mb->name) == 0 || strcmp(m->api[i].address, mb->address) == 0) {
@@ -311,13 +316,8 @@ lb_members_api_replace(struct lb_daemon *d, const struct conf_pool *p, const str
 {
     struct lb_members *m;
 
-    for (size_t i = 0; i < p->nservers; i++) {
-        if (strcmp(p->servers[i].name, mb->name) != 0 &&
-            strcmp(p->servers[i].addr.text, mb->address) == 0) {
-            *conflict = "a server with this address is in the pool";
-            return 1;
-        }
-    }
+    if ((*conflict = lb_members_clash(p, mb, true)) != NULL)
+        return 1;
     (void)lb_members_api_remove(d, p->name, mb->name);
     if ((m = lb_members_get(d, p->name)) == NULL)
         return -1;
