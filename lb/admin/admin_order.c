@@ -179,6 +179,25 @@ lb_order_members_reload(struct lb_daemon *d, const struct lb_admin_order *o, con
     lb_reload_members_request(d, lb_order_on_members_reload, p);
 }
 
+/* The member a server line gives ("NAME ADDRESS [options]", as the file
+ * writes it): its name, address, weight and max_connections. -1 with
+ * conf_parse_server's message in err. */
+static int
+lb_order_member(const char *line, struct lb_member *mb, char *err, size_t errlen)
+{
+    struct conf_server cs = { 0 };
+    char name[CONF_NAME_MAX + 1];
+
+    if (conf_parse_server(line, name, &cs, err, errlen) != 0)
+        return -1;
+    snprintf(mb->name, sizeof(mb->name), "%s", name);
+    snprintf(mb->address, sizeof(mb->address), "%s", cs.addr.text);
+    free(cs.addr.text);
+    mb->weight = cs.weight;
+    mb->max_connections = cs.max_connections;
+    return 0;
+}
+
 /* POST /pools/P/servers: the body as a server line of the file would be
  * (its messages), a name and an address not in the pool yet (409). The
  * server is probed before it joins rotation, as after a reload. 201. An
@@ -190,24 +209,17 @@ lb_order_members_reload(struct lb_daemon *d, const struct lb_admin_order *o, con
 static void
 lb_order_add(struct lb_daemon *d, const struct lb_admin_order *o)
 {
-    struct conf_server cs = { 0 };
-    struct lb_member mb = { 0 };
-    char name[CONF_NAME_MAX + 1], err[512];
+    struct lb_member mb = { .is_ephemeral = o->is_ephemeral };
+    char err[512];
     const struct lb_pool *pool = NULL;
     const struct lb_member *pending;
     const char *conflict = NULL;
     int rc = 0;
 
-    if (conf_parse_server(o->server_line, name, &cs, err, sizeof(err)) != 0) {
+    if (lb_order_member(o->server_line, &mb, err, sizeof(err)) != 0) {
         lb_order_error(d, o->wait, 400, "Bad Request", err);
         return;
     }
-    snprintf(mb.name, sizeof(mb.name), "%s", name);
-    snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
-    free(cs.addr.text);
-    mb.weight = cs.weight;
-    mb.max_connections = cs.max_connections;
-    mb.is_ephemeral = o->is_ephemeral;
     pthread_mutex_lock(&d->state_lock);
     for (size_t i = 0; i < d->gen->conf->npools && pool == NULL; i++)
         pool = strcmp(d->gen->pools[i].conf->name, o->pool) == 0 ? &d->gen->pools[i] : NULL;
@@ -329,19 +341,14 @@ static int
 lb_order_replace(struct lb_daemon *d, struct lb_server *srv, const struct lb_admin_order *o,
                  const char **conflict)
 {
-    struct conf_server cs = { 0 };
     struct lb_member mb = { .is_ephemeral = true };
-    char name[CONF_NAME_MAX + 1], err[512], reason[CONF_NAME_MAX + 300];
+    char err[512], reason[CONF_NAME_MAX + 300];
     int rc;
 
-    if (conf_parse_server(o->server_line, name, &cs, err, sizeof(err)) != 0) {
+    if (lb_order_member(o->server_line, &mb, err, sizeof(err)) != 0) {
         *conflict = "the heartbeat's address does not parse";
         return 1;
     }
-    snprintf(mb.name, sizeof(mb.name), "%s", name);
-    snprintf(mb.address, sizeof(mb.address), "%s", cs.addr.text);
-    free(cs.addr.text);
-    mb.weight = cs.weight;
     rc = lb_members_api_replace(d, srv->pool->conf, &mb, conflict);
     if (rc == 0) {
         snprintf(reason, sizeof(reason), "ephemeral: replaced by %s", mb.address);
