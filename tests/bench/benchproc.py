@@ -197,6 +197,51 @@ def prepare_driver(tools, proxy_cpu, load_cpu):
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
 
+# A short period: a quota of 50% is spent in slices of 5 ms, so a throttled
+# proxy stalls 5 ms at a time, not 50 (which would be all its p99 says).
+CGROUP_PERIOD_US = 10000
+
+
+class Cgroup:
+    """A cpu cgroup that may use quota percent of one CPU: cgroup v2 where
+    the cpu controller is there, else v1's cpu hierarchy."""
+
+    def __init__(self, name, quota):
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        if os.path.exists(v2) and "cpu" in open(v2).read().split():
+            self.path = os.path.join("/sys/fs/cgroup", name)
+            self.v2 = True
+        elif os.path.isdir("/sys/fs/cgroup/cpu"):
+            self.path = os.path.join("/sys/fs/cgroup/cpu", name)
+            self.v2 = False
+        else:
+            sys.exit("no cpu cgroup controller (neither cgroup v2's nor v1's /sys/fs/cgroup/cpu)")
+        os.makedirs(self.path, exist_ok=True)
+        us = CGROUP_PERIOD_US * quota // 100
+        if self.v2:
+            self.write("cpu.max", f"{us} {CGROUP_PERIOD_US}")
+        else:
+            self.write("cpu.cfs_period_us", str(CGROUP_PERIOD_US))
+            self.write("cpu.cfs_quota_us", str(us))
+
+    def write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value)
+
+    def add(self, pid):
+        """The whole process, its threads included (cgroup.procs)."""
+        self.write("cgroup.procs", str(pid))
+
+    def remove(self):
+        for _ in range(50):         # the last stopped proxy may take a moment to leave
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"could not remove the cgroup {self.path}")
+
+
 class Proc:
     """A process we started, pinned to `cpu`, output to a log file, stopped by pid."""
 

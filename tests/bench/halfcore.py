@@ -55,14 +55,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchproc import (HOST, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv,  # noqa: E402
+from benchproc import (HOST, Cgroup, Failure, Proc, cpu_ns, fmt, free_ports, haproxy_argv,  # noqa: E402
                        http_ok, listening, log, nginx_conf, prepare_driver)
 
 CGROUP = "lb-bench-halfcore"
-# A short period: the quota is spent in slices of 5 ms at 50%, so a
-# throttled proxy stalls 5 ms at a time, not 50 (which would be all its
-# p99 says).
-PERIOD_US = 10000
 
 NGINX_HTTP = """\
     access_log off;
@@ -74,46 +70,6 @@ NGINX_HTTP = """\
         location = / {{ return 200 "ok\\n"; }}
     }}
 """
-
-
-class Cgroup:
-    """A cpu cgroup that may use quota percent of one CPU: cgroup v2 where
-    the cpu controller is there, else v1's cpu hierarchy."""
-
-    def __init__(self, quota):
-        v2 = "/sys/fs/cgroup/cgroup.controllers"
-        if os.path.exists(v2) and "cpu" in open(v2).read().split():
-            self.path = os.path.join("/sys/fs/cgroup", CGROUP)
-            self.v2 = True
-        elif os.path.isdir("/sys/fs/cgroup/cpu"):
-            self.path = os.path.join("/sys/fs/cgroup/cpu", CGROUP)
-            self.v2 = False
-        else:
-            sys.exit("no cpu cgroup controller (neither cgroup v2's nor v1's /sys/fs/cgroup/cpu)")
-        os.makedirs(self.path, exist_ok=True)
-        us = PERIOD_US * quota // 100
-        if self.v2:
-            self.write("cpu.max", f"{us} {PERIOD_US}")
-        else:
-            self.write("cpu.cfs_period_us", str(PERIOD_US))
-            self.write("cpu.cfs_quota_us", str(us))
-
-    def write(self, name, value):
-        with open(os.path.join(self.path, name), "w") as f:
-            f.write(value)
-
-    def add(self, pid):
-        """The whole process, its threads included (cgroup.procs)."""
-        self.write("cgroup.procs", str(pid))
-
-    def remove(self):
-        for _ in range(50):         # the last stopped proxy may take a moment to leave
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
-        log(f"could not remove the cgroup {self.path}")
 
 
 def lb_argv(lb_bin, d, port, servers, maxconn):
@@ -180,7 +136,7 @@ def main():
     ports = free_ports(args.port_base, 3)
     servers, port = ports[0:2], ports[2]
     maxconn = min(100000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 1000) // 3)
-    cg = Cgroup(args.quota)
+    cg = Cgroup(CGROUP, args.quota)
     backend = None
     raw = {}    # (proxy, workload) -> [{"rate", "p99_ms", "cpu_us"}]
     try:

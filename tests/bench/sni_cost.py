@@ -84,6 +84,12 @@ Method (that of ./proxy_cost.py and of the project's peer benchmark,
     buffers are not counted. lb peeks at the hello and leaves it in the
     kernel, so hello12k must not exceed hello100; HAProxy copies the hello
     into a buffer of its own.
+  - --quota PCT: each timed trial's proxy runs in a cgroup that may use
+    PCT percent of one CPU (benchproc.Cgroup, cpu.max or v1's cfs quota,
+    10 ms period), so that the proxy, not CPU 1's handshakes, bounds conn/s:
+    then conn/s compares the proxies, as ./halfcore.py does for plain HTTP.
+    The proxy needs 20-30% of a CPU at the load CPU's rate, so 10% makes
+    it the bottleneck. Memory trials are not throttled.
   - --syscalls: after the timed trials, one more (untimed) trial of each
     proxy under `perf stat -e 'syscalls:sys_enter_*' -p PID`, printed as
     system calls per connection side by side.
@@ -100,7 +106,8 @@ Usage:
 
 Options: --lb-bin PATH [build/lb], --reps N [5], --quick, --json FILE,
 --proxies LIST [haproxy,lb,haproxy-pool,lb-pool], --conns N [8000 in all
-per trial], --mem-conns N [5000], --no-mem, --syscalls, --port-base P
+per trial], --mem-conns N [5000], --no-mem, --syscalls, --quota PCT [none],
+--port-base P
 [23300] (ports from there up that nobody listens on, below the ephemeral
 range), --proxy-cpu N [0], --load-cpu N [1], --keep (keep the work
 directory).
@@ -127,7 +134,7 @@ import tempfile
 import threading
 import time
 
-from benchproc import (HOST, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports,
+from benchproc import (HOST, Cgroup, Failure, Proc, cpu_ns, cpu_share, cpu_times, fmt, free_ports,
                        listening, log, median, nginx_conf, others_cpu_since, others_cpu_ticks,
                        prepare_driver)
 
@@ -512,6 +519,7 @@ def parse_ab(out):
 class Bench:
     def __init__(self, args, workdir):
         self.args = args
+        self.cgroup = None      # --quota: made by main, which removes it
         self.workdir = workdir
         ports = free_ports(args.port_base, 6)
         self.backend_ports, self.port, self.admin_port, self.probe_port = \
@@ -612,6 +620,8 @@ class Bench:
 
     def trial(self, name, total, perf=False):
         proxy = self.start_proxy(name)
+        if self.cgroup:
+            self.cgroup.add(proxy.pid)
         perf_out = os.path.join(self.workdir, f"perf-{name}.csv")
         try:
             offsets = self.backend.log_sizes()
@@ -877,6 +887,8 @@ def main():
     ap.add_argument("--no-mem", action="store_true", help="skip the memory trials")
     ap.add_argument("--syscalls", action="store_true",
                     help="one more trial per proxy under perf stat: syscalls per connection")
+    ap.add_argument("--quota", type=int, help="percent of one CPU the proxy may use in "
+                    "a timed trial (a cgroup; default: no limit)")
     ap.add_argument("--port-base", type=int, default=23300)
     ap.add_argument("--proxy-cpu", type=int, default=0)
     ap.add_argument("--load-cpu", type=int, default=1)
@@ -905,10 +917,13 @@ def main():
     bench = None
     try:
         bench = Bench(args, workdir)
+        if args.quota:
+            bench.cgroup = Cgroup("lb-bench-sni", args.quota)
         cfg["mem_conns"] = min(cfg["mem_conns"], bench.maxconn - 100)
         print(f"# sni_cost: {time.strftime('%Y-%m-%d %H:%M:%S')}, kernel {os.uname().release}, "
               f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"# proxy on CPU {args.proxy_cpu}; ab, nginx and driver on CPU {args.load_cpu}; "
+        print(f"# proxy on CPU {args.proxy_cpu}"
+              f"{f' in a cgroup of {args.quota}% of a CPU' if args.quota else ''}; ab, nginx and driver on CPU {args.load_cpu}; "
               f"{cfg['conns']} connections per trial: ab -c {AB_CONCURRENCY // 2} -n "
               f"{cfg['conns'] // 2} for each of {', '.join(h for h, _ in LOAD_NAMES)} side by side; "
               f"{cfg['reps']} repetitions, median; maxconn {bench.maxconn}")
@@ -989,6 +1004,8 @@ def main():
     finally:
         if bench and bench.backend:
             bench.backend.stop()
+        if bench and bench.cgroup:
+            bench.cgroup.remove()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:
