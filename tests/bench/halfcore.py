@@ -21,7 +21,10 @@ Method (bench.py's):
     listeners; `location = /` returns 200 "ok\\n".
   - Proxies: haproxy (mode tcp, nbthread 2, balance roundrobin, check inter
     2s) and lb (workers = 2, balance = roundrobin, check = tcp,
-    check_interval = 2s), the settings of bench.py.
+    check_interval = 2s), the settings of bench.py. --proxies may add
+    relay-epoll and relay-uring: ./relay_proto.c, a bare relay with 2
+    threads and no checks, compiled here with cc and liburing, to measure
+    what io_uring saves against epoll with nothing else in the way.
   - Workloads: keep-alive requests (`wrk -t1 -c64 --latency` on /, --secs
     seconds): req/s, p99, CPU us per request; new connections (`ab -c 32 -n
     N` on /, no keep-alive): conn/s, CPU us per connection.
@@ -40,7 +43,8 @@ Usage:
   python3 tests/bench/halfcore.py --quota 100 --reps 3 --secs 5
 
 Options: --lb-bin PATH [build/lb], --reps N [5], --secs S [5], --ab-n N
-[20000], --quota PERCENT [50], --port-base P [23300], --proxy-cpu N [0],
+[20000], --quota PERCENT [50], --proxies LIST [haproxy,lb; also
+relay-epoll, relay-uring], --port-base P [23300], --proxy-cpu N [0],
 --load-cpu N [1].
 """
 import argparse
@@ -123,6 +127,8 @@ def main():
     ap.add_argument("--secs", type=int, default=5)
     ap.add_argument("--ab-n", type=int, default=20000)
     ap.add_argument("--quota", type=int, default=50, help="percent of one CPU")
+    ap.add_argument("--proxies", default="haproxy,lb",
+                    help="haproxy, lb, relay-epoll, relay-uring (comma-separated)")
     ap.add_argument("--port-base", type=int, default=23300)
     ap.add_argument("--proxy-cpu", type=int, default=0)
     ap.add_argument("--load-cpu", type=int, default=1)
@@ -131,8 +137,23 @@ def main():
         sys.exit(f"--quota {args.quota}: a percent of one CPU, 1 to 100")
     if not os.access(args.lb_bin, os.X_OK):
         sys.exit(f"--lb-bin {args.lb_bin}: not an executable (cmake --build build first)")
-    prepare_driver(["haproxy", "nginx", "wrk", "ab", "taskset"], args.proxy_cpu, args.load_cpu)
+    proxies = args.proxies.split(",")
+    for name in proxies:
+        if name not in ("haproxy", "lb", "relay-epoll", "relay-uring"):
+            sys.exit(f"--proxies: unknown {name!r}")
+    if "haproxy" not in proxies:
+        sys.exit("--proxies: haproxy is the reference every ratio is to")
+    prepare_driver(["haproxy", "nginx", "wrk", "ab", "taskset", "cc"], args.proxy_cpu,
+                   args.load_cpu)
     work = tempfile.mkdtemp(prefix="lb-halfcore-")
+    relay = os.path.join(work, "relay_proto")
+    if any(n.startswith("relay-") for n in proxies):
+        r = subprocess.run(["cc", "-O2", "-Wall", "-o", relay,
+                            os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "relay_proto.c"), "-luring", "-lpthread"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"cc relay_proto.c failed (liburing-dev installed?):\n{r.stderr[-1500:]}")
     ports = free_ports(args.port_base, 3)
     servers, port = ports[0:2], ports[2]
     maxconn = min(100000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 1000) // 3)
@@ -154,14 +175,18 @@ def main():
             f"wrk {args.secs} s, ab -n {args.ab_n}")
         for rep in range(args.reps):
             for workload in ("keepalive", "newconn"):
-                for name in ("haproxy", "lb"):
+                for name in proxies:
                     for _ in range(100):
                         if not listening(port):
                             break
                         time.sleep(0.05)
                     d = tempfile.mkdtemp(prefix=name + "-", dir=work)
-                    argv = (haproxy_argv(d, port, servers, maxconn) if name == "haproxy"
-                            else lb_argv(args.lb_bin, d, port, servers, maxconn))
+                    if name == "haproxy":
+                        argv = haproxy_argv(d, port, servers, maxconn)
+                    elif name == "lb":
+                        argv = lb_argv(args.lb_bin, d, port, servers, maxconn)
+                    else:
+                        argv = [relay, name.split("-")[1], str(port), "2"] + [str(p) for p in servers]
                     proxy = Proc(name, argv, args.proxy_cpu, d)
                     try:
                         cg.add(proxy.pid)
@@ -173,7 +198,7 @@ def main():
                     finally:
                         proxy.stop()
                     raw.setdefault((name, workload), []).append(r)
-                    log(f"  rep {rep + 1} {workload:9} {name:7} {r['rate']:9.0f}/s "
+                    log(f"  rep {rep + 1} {workload:9} {name:11} {r['rate']:9.0f}/s "
                         f"p99 {r['p99_ms']:.2f} ms, {r['cpu_us']:.1f} us CPU an operation")
     finally:
         if backend:
@@ -182,19 +207,22 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"\nproxy in {args.quota}% of a CPU, median (min..max) of {args.reps}; "
-          f"ratio lb / haproxy of the medians")
-    print(f"| workload | figure | haproxy | lb | lb / haproxy |")
-    print(f"|---|---|---|---|---|")
+          f"ratios to haproxy of the medians")
+    others = [n for n in proxies if n != "haproxy"]
+    print("| workload | figure | " + " | ".join(proxies) + " | "
+          + " | ".join(f"{n} / haproxy" for n in others) + " |")
+    print("|---" * (2 + len(proxies) + len(others)) + "|")
     for workload, what in (("keepalive", "keep-alive requests"), ("newconn", "new connections")):
         for key, label in (("rate", "per second"), ("p99_ms", "p99 (ms)"),
                            ("cpu_us", "CPU µs an operation")):
-            cells, meds = [], []
-            for name in ("haproxy", "lb"):
+            cells, meds = [], {}
+            for name in proxies:
                 vals = [r[key] for r in raw[(name, workload)]]
-                meds.append(statistics.median(vals))
-                cells.append(f"{fmt(meds[-1])} ({fmt(min(vals))}..{fmt(max(vals))})")
-            ratio = meds[1] / meds[0] if meds[0] else float("nan")
-            print(f"| {what} | {label} | {cells[0]} | {cells[1]} | {ratio:.3f}× |")
+                meds[name] = statistics.median(vals)
+                cells.append(f"{fmt(meds[name])} ({fmt(min(vals))}..{fmt(max(vals))})")
+            base = meds.get("haproxy")
+            ratios = [f"{meds[n] / base:.3f}×" if base else "-" for n in others]
+            print(f"| {what} | {label} | " + " | ".join(cells + ratios) + " |")
     return 0
 
 
