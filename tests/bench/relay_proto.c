@@ -284,22 +284,18 @@ uring_complete(uint64_t data, int res, unsigned flags, unsigned *rr)
         uring_kill(c);
         return;
     }
+    if (res < 0 && op != OP_SHUT) {    /* refused, reset: the connection ends */
+        uring_kill(c);
+        return;
+    }
     switch (op) {
     case OP_CONNECT:
-        if (res < 0) {
-            uring_kill(c);
-            return;
-        }
         c->connected = true;
         break;
     case OP_RECV_UP:
     case OP_RECV_DOWN: {
         struct half *h = op == OP_RECV_UP ? &c->up : &c->down;
         h->recv_busy = false;
-        if (res < 0) {
-            uring_kill(c);
-            return;
-        }
         if (res == 0)
             h->eof = true;
         h->len = (size_t)res;
@@ -310,10 +306,6 @@ uring_complete(uint64_t data, int res, unsigned flags, unsigned *rr)
     case OP_SEND_DOWN: {
         struct half *h = op == OP_SEND_UP ? &c->up : &c->down;
         h->send_busy = false;
-        if (res < 0) {
-            uring_kill(c);
-            return;
-        }
         h->off += (size_t)res;
         if (h->off == h->len)
             h->off = h->len = 0;
