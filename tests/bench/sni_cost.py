@@ -107,10 +107,9 @@ Usage:
 Options: --lb-bin PATH [build/lb], --reps N [5], --quick, --json FILE,
 --proxies LIST [haproxy,lb,haproxy-pool,lb-pool], --conns N [8000 in all
 per trial], --mem-conns N [5000], --no-mem, --syscalls, --quota PCT [none],
---port-base P
-[23300] (ports from there up that nobody listens on, below the ephemeral
-range), --proxy-cpu N [0], --load-cpu N [1], --keep (keep the work
-directory).
+--port-base P [23300] (ports from there up that nobody listens on, below
+the ephemeral range), --proxy-cpu N [0], --load-cpu N [1], --keep (keep the
+work directory).
 
 Exit status: 0 when every trial ran and every check passed; 1 when a proxy
 could not run (e.g. an lb without routes) or a check failed.
