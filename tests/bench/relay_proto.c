@@ -97,6 +97,8 @@ conn_new(int cfd, unsigned *rr)
 static bool
 pump(struct half *h)
 {
+    bool is_empty = false;      /* the last read was short: the socket has no more */
+
     for (;;) {
         while (h->off < h->len) {
             ssize_t n = send(h->to, h->buf + h->off, h->len - h->off, MSG_NOSIGNAL);
@@ -111,6 +113,8 @@ pump(struct half *h)
             h->shut = true;
             return true;
         }
+        if (is_empty)
+            return true;
         ssize_t n = recv(h->from, h->buf, BUF, 0);
         if (n == 0) {
             h->eof = true;
@@ -119,16 +123,7 @@ pump(struct half *h)
         if (n < 0)
             return errno == EAGAIN;
         h->len = (size_t)n;
-        if (n < BUF && !h->fin) {   /* a short read emptied the socket: send, then wait */
-            while (h->off < h->len) {
-                ssize_t m = send(h->to, h->buf + h->off, h->len - h->off, MSG_NOSIGNAL);
-                if (m < 0)
-                    return errno == EAGAIN;
-                h->off += (size_t)m;
-            }
-            h->off = h->len = 0;
-            return true;
-        }
+        is_empty = n < BUF && !h->fin;  /* unless a FIN came: then read on to the EOF */
     }
 }
 
