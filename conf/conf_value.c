@@ -917,7 +917,11 @@ conf_parse_server(const char *s, char *name, struct conf_server *out,
     }
     /* a server's address is IPv4 or IPv6 (conf_parse_addr resolves to
      * nothing else), which its union holds */
-    if (addr.len > sizeof(out->addr.sa) || (out->addr.text = strdup(addr.text)) == NULL) {
+    if (addr.len > sizeof(out->addr.sa)) {
+        snprintf(err, errlen, "server %s: %s is neither IPv4 nor IPv6", name, addr.text);
+        return -1;
+    }
+    if ((out->addr.text = strdup(addr.text)) == NULL) {
         snprintf(err, errlen, "server %s: out of memory", name);
         return -1;
     }
