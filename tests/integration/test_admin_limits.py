@@ -50,10 +50,11 @@ def healthz_on(s, host):
     return data.split(b"\r\n", 1)[0]
 
 
-def trickle_until_closed(s, limit):
+def trickle_until_closed(s, limit, t0):
     """Sends a byte every 2 s on s until lb closes it or limit seconds pass;
-    returns the seconds it took lb, or None (still open)."""
-    t0 = time.monotonic()
+    returns the seconds from t0 it took lb, or None (still open). t0 is taken
+    before lb's deadline can have started (before the connect, or before the
+    request whose answer restarts it), so the time is never short of lb's."""
     while time.monotonic() - t0 < limit:
         if harness.is_readable(s, timeout=2.0) and peer_closed(s):
             return time.monotonic() - t0
@@ -73,10 +74,11 @@ class AdminLimitsTest(LbTestCase):
 
         def slowloris():
             # One byte every 2 s, never the end of the head.
+            t0 = time.monotonic()
             s = socket.create_connection((HOST, lb.admin_port), timeout=30)
             try:
                 s.sendall(b"GET /stats HTTP/1.1\r\n" + host + b"X-Slow: ")
-                results["slowloris"] = trickle_until_closed(s, DEADLINE + SLACK + 3)
+                results["slowloris"] = trickle_until_closed(s, DEADLINE + SLACK + 3, t0)
             finally:
                 s.close()
 
@@ -117,9 +119,10 @@ class AdminLimitsTest(LbTestCase):
             # starts again at the answer.
             s = socket.create_connection((HOST, lb.admin_port), timeout=30)
             try:
+                t0 = time.monotonic()
                 results["answered"] = healthz_on(s, host)
                 s.sendall(b"GET /stats HTTP/1.1\r\n" + host + b"X-Slow: ")
-                results["after_answer"] = trickle_until_closed(s, DEADLINE + SLACK + 3)
+                results["after_answer"] = trickle_until_closed(s, DEADLINE + SLACK + 3, t0)
             finally:
                 s.close()
 
