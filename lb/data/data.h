@@ -51,6 +51,12 @@ struct lb_worker_msg {
     struct lb_waiter *waiter;           /* GRANT: the worker's own session */
 };
 
+/* What an io_fd member's epoll data points to, told by its low bits (the
+ * objects are malloc'ed, so aligned): a session, for its client socket
+ * (session.c); a session, for its server socket; a UDP flow (udp.c). */
+#define LB_IO_SERVER ((uintptr_t)1)
+#define LB_IO_FLOW ((uintptr_t)2)
+
 struct lb_worker {
     /* set before the thread starts, then read-only */
     unsigned id;
@@ -79,7 +85,8 @@ struct lb_worker {
     size_t nfree_bufs;
     struct lb_pipe *free_pipes;         /* empty splice pipes kept */
     size_t nfree_pipes;
-    int io_fd;                          /* epoll set of the sessions' sockets */
+    int io_fd;                          /* epoll set of the sessions' and the
+                                           UDP flows' sockets (LB_IO_) */
     struct event *io_ev;                /* io_fd readable: lb_session_dispatch */
     struct event *again_ev;             /* lb_session_on_again, next turn */
     struct lb_session *again;           /* sessions with reads left (budget) */
@@ -311,6 +318,7 @@ enum lb_udp_drop {
 const char *lb_udp_drop_name(enum lb_udp_drop r);   /* "no_server", ... */
 
 struct lb_udp_table;
+struct lb_flow;
 
 /* A table for worker w's socket fd of a UDP address; NULL when out of
  * memory. */
@@ -324,6 +332,8 @@ void lb_udp_table_use(struct lb_udp_table *t, struct lb_gen *g, struct lb_fronte
 void lb_udp_table_free(struct lb_udp_table *t, const char *why);
 /* The listening socket's read event: datagrams from clients. */
 void lb_udp_on_datagrams(int fd, short what, void *arg);
+/* A flow's socket is readable (io_fd, LB_IO_FLOW): its server's replies. */
+void lb_udp_on_flow_io(struct lb_flow *f);
 /* The drain scan: ends the flows whose server's drain deadline passed
  * (at now), and lowers *next to the earliest deadline still to come. */
 void lb_udp_drain_scan(struct lb_udp_table *t, uint64_t now, uint64_t *next);

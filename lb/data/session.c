@@ -105,9 +105,6 @@ struct lb_half {
     uint64_t bytes;
 };
 
-/* Which of a session's sockets an epoll event is for: the low bit of its
- * data pointer (sessions are malloc'ed, so aligned). */
-#define LB_IO_SERVER ((uintptr_t)1)
 #define LB_IO_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
 #define LB_IO_ENDING (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
 #define LB_IO_BATCH 64
@@ -1836,9 +1833,10 @@ lb_session_batch_end(struct lb_worker *w)
     }
 }
 
-/* One batch of the sessions' events. libevent watches io_fd edge-
- * triggered (a level-triggered nested epoll set is polled again on every
- * turn of the loop), so a full batch leaves the rest to the next turn. */
+/* One batch of the sessions' and UDP flows' events. libevent watches
+ * io_fd edge-triggered (a level-triggered nested epoll set is polled again
+ * on every turn of the loop), so a full batch leaves the rest to the next
+ * turn. */
 static void
 lb_session_io_batch(struct lb_worker *w)
 {
@@ -1847,8 +1845,13 @@ lb_session_io_batch(struct lb_worker *w)
 
     for (int i = 0; i < n; i++) {
         uintptr_t p = (uintptr_t)evs[i].data.ptr;
-        struct lb_session *s = (struct lb_session *)(p & ~LB_IO_SERVER);
+        struct lb_session *s;
 
+        if (p & LB_IO_FLOW) {
+            lb_udp_on_flow_io((struct lb_flow *)(p & ~LB_IO_FLOW));
+            continue;
+        }
+        s = (struct lb_session *)(p & ~LB_IO_SERVER);
         if (!s->is_done)
             lb_session_on_io(s, (p & LB_IO_SERVER) != 0, evs[i].events);
     }

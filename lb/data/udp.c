@@ -19,13 +19,16 @@
  * same port must not keep waiting for a dead server.
  *
  * One receive buffer per worker (the relay buffer: 64 KiB, larger than any
- * datagram), never one per flow; a datagram is never cut.
+ * datagram), never one per flow; a datagram is never cut. A flow's socket
+ * is a member of the worker's epoll set (io_fd) as a session's are: one
+ * epoll_ctl when it opens, none when it closes.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -66,8 +69,11 @@ struct lb_flow {
     struct lb_gen *gen;                 /* one reference: server lives in it */
     struct lb_frontend *fe;
     struct lb_server *server;
-    struct event ev;                    /* fd readable: replies */
-    int fd;                             /* connected to the server */
+    struct lb_flow *again_next;         /* the table's flows with replies
+                                           left to read (LB_UDP_BATCH) */
+    bool is_again;
+    int fd;                             /* connected to the server; in the
+                                           worker's io_fd, left by close */
     uint32_t hash;
     socklen_t client_len;
     union lb_udp_addr client;
@@ -87,11 +93,13 @@ struct lb_udp_table {
     size_t nflows;
     struct lb_flow *newest, *oldest;
     struct event *idle_ev;              /* the oldest flow's idle end */
+    struct event *again_ev;             /* lb_udp_on_again, next turn */
+    struct lb_flow *again;
     char *buf;                          /* the worker's (w->udp_buf) */
 };
 
-static void lb_flow_on_reply(evutil_socket_t fd, short what, void *arg);
 static void lb_udp_on_idle(evutil_socket_t fd, short what, void *arg);
+static void lb_udp_on_again(evutil_socket_t fd, short what, void *arg);
 static void lb_udp_idle_arm(struct lb_udp_table *t, uint64_t now);
 
 /* -------------------------------------------------------------- the table */
@@ -129,10 +137,11 @@ lb_udp_table_new(struct lb_worker *w, int fd)
     t->buckets = calloc(LB_UDP_BUCKETS_MIN, sizeof(*t->buckets));
     t->mask = LB_UDP_BUCKETS_MIN - 1;
     t->idle_ev = evtimer_new(w->base, lb_udp_on_idle, t);
+    t->again_ev = evtimer_new(w->base, lb_udp_on_again, t);
     if (w->udp_buf == NULL)
         w->udp_buf = lb_worker_buf_get(w);
     t->buf = w->udp_buf != NULL ? w->udp_buf->data : NULL;
-    if (t->buckets == NULL || t->idle_ev == NULL || t->buf == NULL) {
+    if (t->buckets == NULL || t->idle_ev == NULL || t->again_ev == NULL || t->buf == NULL) {
         lb_udp_table_free(t, "");
         return NULL;
     }
@@ -246,10 +255,14 @@ lb_flow_end(struct lb_flow *f, const char *why)
     while (*p != f)
         p = &(*p)->hnext;
     *p = f->hnext;
+    if (f->is_again) {
+        for (p = &t->again; *p != f; p = &(*p)->again_next)
+            ;
+        *p = f->again_next;
+    }
     lb_lru_unlink(t, f);
     t->nflows--;
-    event_del(&f->ev);
-    close(f->fd);
+    close(f->fd);                       /* leaves io_fd */
     lb_queue_release_slot(srv->pool, srv->index);
     atomic_fetch_sub_explicit(&st->udp_flows, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&st->active_connections, 1, memory_order_relaxed);
@@ -271,6 +284,18 @@ lb_flow_socket(const struct conf_server_addr *to)
         return -1;
     }
     return fd;
+}
+
+/* Puts a new flow's socket into the worker's epoll set, edge-triggered as
+ * the sessions' sockets (session.c): added once and left by close, one
+ * epoll_ctl a flow instead of libevent's add and delete. */
+static int
+lb_flow_watch(struct lb_udp_table *t, struct lb_flow *f, int fd)
+{
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLET,
+                              .data.ptr = (void *)((uintptr_t)f | LB_IO_FLOW) };
+
+    return epoll_ctl(t->w->io_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 /* Reserves one of the frontend's udp_max_flows for a new flow, evicting
@@ -350,15 +375,16 @@ lb_flow_new(struct lb_udp_table *t, const union lb_udp_addr *client, socklen_t l
         fd = lb_flow_socket(&srv->conf->addr);
     }
     f = fd >= 0 ? calloc(1, sizeof(*f)) : NULL;
-    if (f == NULL) {
+    if (f == NULL || lb_flow_watch(t, f, fd) == -1) {
         char qbuf[128];
 
         lb_log_limited(&lb_udp_error_limit, CONF_LOG_WARN, "udp_flow_failed",
                        "frontend=%s server=%s error=%s", fe->conf->name, srv->conf->name,
-                       lb_log_quote(qbuf, sizeof(qbuf), fd < 0 ? strerror(errno)
-                                                               : "out of memory"));
+                       lb_log_quote(qbuf, sizeof(qbuf), fd < 0 || f != NULL ? strerror(errno)
+                                                                           : "out of memory"));
         if (fd >= 0)
             close(fd);
+        free(f);
         lb_queue_release_slot(pool, (size_t)idx);
         atomic_fetch_sub_explicit(&fe->stats->udp_flows, 1, memory_order_relaxed);
         lb_udp_drop(fe, LB_UDP_DROP_NO_SOCKET);
@@ -374,8 +400,6 @@ lb_flow_new(struct lb_udp_table *t, const union lb_udp_addr *client, socklen_t l
     f->client = *client;
     f->client_len = len;
     f->start_ms = f->last_ms = now;
-    event_assign(&f->ev, t->w->base, fd, EV_READ | EV_PERSIST, lb_flow_on_reply, f);
-    event_add(&f->ev, NULL);
     f->hnext = t->buckets[hash & t->mask];
     t->buckets[hash & t->mask] = f;
     lb_lru_push(t, f);
@@ -409,18 +433,19 @@ lb_flow_refused(struct lb_flow *f)
     lb_flow_end(f, "refused");
 }
 
-/* Replies from the server, to the client from the listening socket. */
+/* Replies from the server, to the client from the listening socket: all
+ * that the socket holds (its readiness is an edge, not said again), but at
+ * most LB_UDP_BATCH in a turn, the rest in the next (lb_udp_on_again). */
 static void
-lb_flow_on_reply(evutil_socket_t fd, short what, void *arg)
+lb_flow_read(struct lb_flow *f)
 {
-    struct lb_flow *f = arg;
     struct lb_udp_table *t = f->t;
     struct lb_fe_stats *st = f->fe->stats;
     struct lb_backend *b = f->server->b;
     uint32_t responses = t->fe->conf->udp_responses;
 
     for (int i = 0; i < LB_UDP_BATCH; i++) {
-        ssize_t n = recv(fd, t->buf, LB_BUF_SIZE, 0);
+        ssize_t n = recv(f->fd, t->buf, LB_BUF_SIZE, 0);
 
         if (n < 0) {
             if (errno == ECONNREFUSED)
@@ -446,6 +471,35 @@ lb_flow_on_reply(evutil_socket_t fd, short what, void *arg)
             return;
         }
         lb_flow_touch(f, lb_mono_ms());
+    }
+    /* A timer of 0, as the sessions' (session.c): a server that always has
+     * more must not keep the loop from its other events. */
+    if (t->again == NULL)
+        (void)event_add(t->again_ev, &(struct timeval){ 0, 0 });
+    f->is_again = true;
+    f->again_next = t->again;
+    t->again = f;
+}
+
+void
+lb_udp_on_flow_io(struct lb_flow *f)
+{
+    if (!f->is_again)
+        lb_flow_read(f);
+}
+
+static void
+lb_udp_on_again(evutil_socket_t fd, short what, void *arg)
+{
+    struct lb_udp_table *t = arg;
+    struct lb_flow *f = t->again, *next;
+
+    /* What asks again from here on waits for the next turn. */
+    t->again = NULL;
+    for (; f != NULL; f = next) {
+        next = f->again_next;
+        f->is_again = false;
+        lb_flow_read(f);
     }
 }
 
@@ -528,6 +582,8 @@ lb_udp_table_free(struct lb_udp_table *t, const char *why)
         lb_flow_end(t->oldest, why);
     if (t->idle_ev != NULL)
         event_free(t->idle_ev);
+    if (t->again_ev != NULL)
+        event_free(t->again_ev);
     free(t->buckets);
     free(t);
 }

@@ -27,6 +27,7 @@ import itertools
 import os
 import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -1101,6 +1102,30 @@ class UdpEdgeTest(UdpTestCase):
         u = fe_udp(st, "fe")
         self.assertEqual((u["flows"], u["flows_total"], u["datagrams_received"],
                           u["datagrams_sent"]), (0, n, n, n), u)
+        self.assert_consistent(lb)
+
+    def test_burst_of_replies_past_a_turns_batch(self):
+        """100 replies queued at once on a flow's socket (lb stopped while
+        the server sends them), more than the 64 a flow's turn reads: every
+        one reaches the client, in order, without another datagram from it.
+        The socket is edge-triggered: what one turn leaves is read in the
+        next, not at the server's next datagram."""
+        lb, echo, port = self.echo_lb()
+        c = Client(self, port)
+        self.assertEqual(self.roundtrip(c, b"open"), b"open")
+        n = 100
+        os.kill(lb.pid, signal.SIGSTOP)
+        try:
+            for i in range(n):
+                self.assertEqual(echo.send_to_senders(b"r%03d" % i), 1)
+        finally:
+            os.kill(lb.pid, signal.SIGCONT)
+        got = []
+        while len(got) < n and (d := c.recv(IO_TIMEOUT)) is not None:
+            got.append(d)
+        self.assertEqual(got, [b"r%03d" % i for i in range(n)])
+        u = fe_udp(quiet_stats(lb.admin), "fe")
+        self.assertEqual((u["flows"], u["datagrams_sent"]), (1, n + 1), u)
         self.assert_consistent(lb)
 
     def test_reply_to_closed_flow_is_counted(self):
