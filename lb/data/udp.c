@@ -447,12 +447,15 @@ lb_flow_read(struct lb_flow *f)
     for (int i = 0; i < LB_UDP_BATCH; i++) {
         ssize_t n = recv(f->fd, t->buf, LB_BUF_SIZE, 0);
 
-        if (n < 0) {
-            if (errno == ECONNREFUSED)
-                lb_flow_refused(f);
-            return;                     /* EAGAIN, or an error a later read
-                                           shows again */
+        if (n < 0 && errno == ECONNREFUSED) {
+            lb_flow_refused(f);
+            return;
         }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0)
+            continue;                   /* another ICMP error, which this read
+                                           took: the replies behind it next */
         atomic_fetch_add_explicit(&b->udp_datagrams_received, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->bytes_in, (uint64_t)n, memory_order_relaxed);
         if (sendto(t->fd, t->buf, (size_t)n, 0, &f->client.sa, f->client_len) < 0) {
