@@ -219,9 +219,11 @@ class DbChecksTest(LbTestCase):
         self.wait_detail(lb, "replica", "failed",
                          "MySQL read_only=0: a primary, check_role = replica")
         lb.wait_event("server_down", pool="replica")
+        # Before the change: the next check may see it, and its transition
+        # be logged, before the client that made it has exited.
+        t = time.time()
         db.sql("SET GLOBAL read_only = 1")
         try:
-            t = time.time()
             self.wait_detail(lb, "primary", "failed",
                              "MySQL read_only=1: a replica, check_role = primary", t)
             self.wait_detail(lb, "replica", "passed", "MySQL read_only=1 (replica)", t)

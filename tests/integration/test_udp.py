@@ -1142,9 +1142,13 @@ class UdpEdgeTest(UdpTestCase):
         wait_for(lambda: fe_udp(lb.admin.stats(), "fe")["flows"] == 0, WAIT,
                  "the flows to close at their answers")
         before = udp_no_ports()
-        self.assertEqual(echo.send_to_senders(b"late"), n)
-        wait_for(lambda: udp_no_ports() - before >= n, WAIT,
-                 lambda: f"Udp: NoPorts to count {n} late replies "
+        # One socket a flow, each on a port the kernel picked at random: two
+        # of the 30, one closed before the other opened, may have had the
+        # same one (about 1.6% of runs), more than 3 practically never.
+        sent = echo.send_to_senders(b"late")
+        self.assertGreaterEqual(sent, n - 3, "flows' sockets shared ports")
+        wait_for(lambda: udp_no_ports() - before >= sent, WAIT,
+                 lambda: f"Udp: NoPorts to count {sent} late replies "
                  f"(+{udp_no_ports() - before})")
         self.assertEqual([(c.addr, d) for c in clients if (d := c.recv(0)) is not None], [],
                          "a late reply reached a client")
