@@ -94,7 +94,8 @@ struct lb_udp_table {
     struct lb_flow *newest, *oldest;
     struct event *idle_ev;              /* the oldest flow's idle end */
     struct event *again_ev;             /* lb_udp_on_again, next turn */
-    struct lb_flow *again;
+    struct lb_flow *again;              /* flows to read on next turn ... */
+    struct lb_flow *again_now;          /* ... and in this one (on_again) */
     char *buf;                          /* the worker's (w->udp_buf) */
 };
 
@@ -233,6 +234,21 @@ lb_udp_idle_arm(struct lb_udp_table *t, uint64_t now)
 
 /* ----------------------------------------------------------------- flows */
 
+/* Takes f off whichever list of flows to read again holds it. */
+static void
+lb_again_unlink(struct lb_udp_table *t, struct lb_flow *f)
+{
+    struct lb_flow **p = &t->again;
+
+    while (*p != NULL && *p != f)
+        p = &(*p)->again_next;
+    if (*p == NULL) {
+        for (p = &t->again_now; *p != f; p = &(*p)->again_next)
+            ;
+    }
+    *p = f->again_next;
+}
+
 static void
 lb_flow_end(struct lb_flow *f, const char *why)
 {
@@ -255,11 +271,8 @@ lb_flow_end(struct lb_flow *f, const char *why)
     while (*p != f)
         p = &(*p)->hnext;
     *p = f->hnext;
-    if (f->is_again) {
-        for (p = &t->again; *p != f; p = &(*p)->again_next)
-            ;
-        *p = f->again_next;
-    }
+    if (f->is_again)
+        lb_again_unlink(t, f);
     lb_lru_unlink(t, f);
     t->nflows--;
     close(f->fd);                       /* leaves io_fd */
@@ -495,12 +508,15 @@ static void
 lb_udp_on_again(evutil_socket_t fd, short what, void *arg)
 {
     struct lb_udp_table *t = arg;
-    struct lb_flow *f = t->again, *next;
+    struct lb_flow *f;
 
-    /* What asks again from here on waits for the next turn. */
+    /* What asks again from here on waits for the next turn. The list
+     * being read stays in the table: a flow that ends meanwhile, by
+     * whatever path, leaves it (lb_flow_end). */
+    t->again_now = t->again;
     t->again = NULL;
-    for (; f != NULL; f = next) {
-        next = f->again_next;
+    while ((f = t->again_now) != NULL) {
+        t->again_now = f->again_next;
         f->is_again = false;
         lb_flow_read(f);
     }
