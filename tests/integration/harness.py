@@ -333,6 +333,27 @@ class Blackhole:
 
 # ---------------------------------------------------------------- backends
 
+_held_ports = []
+
+
+def _hold_port(port):
+    """Keeps a closed backend's port bound, not listening, for the rest of
+    the test process: a connect is refused there as at any closed port, and
+    the kernel gives the port to no other bind(0). Without it, another test
+    running beside this one could get the port for a backend of its own,
+    which this test's lb, still checking the closed one, would then reach
+    (a CI run saw that lb's probes arrive as empty requests). SO_REUSEADDR,
+    so that a backend started again on the same port may bind it."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((HOST, port))
+    except OSError:
+        s.close()
+        return
+    _held_ports.append(s)
+
+
 class Backend:
     """The one test server of the harness: a TCP server on 127.0.0.1 (port
     picked by the kernel, or `port`; SO_REUSEPORT set when `reuseport`) that
@@ -445,6 +466,7 @@ class Backend:
         except OSError:
             pass
         self._acceptor.join(timeout=5)
+        _hold_port(self.port)
 
     def stop(self):
         self._stopping.set()
