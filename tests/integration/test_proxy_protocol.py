@@ -234,7 +234,15 @@ class CheckSendProxyTest(LbTestCase):
     def test_check_send_proxy(self):
         def handler(backend, conn):
             r = Reader(conn)
-            first = r.exact(6)
+            try:
+                first = r.exact(6)
+            except AssertionError:
+                if r.buf:
+                    raise
+                # Not a byte: a probe that lb's exit cut between its connect
+                # and its request (checks every 100 ms, at the end of the
+                # test); the reports below judge the probes that were made.
+                return
             if first == b"PROXY ":
                 line = first
                 while not line.endswith(b"\r\n"):
