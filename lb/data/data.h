@@ -52,8 +52,9 @@ struct lb_worker_msg {
 };
 
 /* What an io_fd member's epoll data points to, told by its low bits (the
- * objects are malloc'ed, so aligned): a session, for its client socket
- * (session.c); a session, for its server socket; a UDP flow (udp.c). */
+ * objects are malloc'ed, so aligned): with neither bit, a session, for its
+ * client socket (session.c); with LB_IO_SERVER, a session, for its server
+ * socket; with LB_IO_FLOW, a UDP flow (udp.c). */
 #define LB_IO_SERVER ((uintptr_t)1)
 #define LB_IO_FLOW ((uintptr_t)2)
 
