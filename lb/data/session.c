@@ -32,9 +32,9 @@
  * "readable". Edge-triggered means a readiness not acted on is not reported
  * again: a half blocked on its destination reads its source once it has
  * flushed, a read that stops at the budget is put on the worker's "again"
- * list, and a read shorter than the buffer has emptied the socket unless the
- * peer's FIN or a reset was reported (more would then be an EOF or an error,
- * with no new edge).
+ * list, and a read shorter than the buffer has emptied the socket. After
+ * the peer's FIN, that short read is the EOF too (lb_peer_end); after a
+ * reset, the reads go on to the error, for which no new edge would come.
  *
  * Everything here runs on the worker thread that accepted the connection.
  * lb_session_finish frees the session: every caller returns right after it.
@@ -87,6 +87,27 @@ union lb_sockaddr {
     struct sockaddr_in6 in6;
 };
 
+#define LB_IO_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+#define LB_IO_ENDING (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
+
+/* How a socket's peer ended, from the raw epoll flags. A FIN alone
+ * (EPOLLRDHUP without EPOLLERR) comes after every byte the peer sent, so
+ * a read shorter than the buffer has taken them all: that is the EOF,
+ * without a read for the 0 (HAProxy concludes the same from a short read
+ * after a HUP). After a reset or an error, the reads go on until they
+ * return it, so that it is passed on as an error, not as a FIN. */
+enum lb_peer_end { LB_PEER_OPEN, LB_PEER_FIN, LB_PEER_FAILED };
+
+static enum lb_peer_end
+lb_peer_end(enum lb_peer_end was, uint32_t events)
+{
+    if (!(events & LB_IO_ENDING))
+        return was;
+    if ((events & (EPOLLRDHUP | EPOLLERR)) == EPOLLRDHUP && was != LB_PEER_FAILED)
+        return LB_PEER_FIN;
+    return LB_PEER_FAILED;
+}
+
 /* One direction of the relay. */
 struct lb_half {
     struct lb_session *s;
@@ -95,18 +116,15 @@ struct lb_half {
     struct lb_pipe *pipe;           /* the same, when splicing */
     uint32_t off, len;              /* pending bytes: buf->data[off..off+len)
                                        or len bytes in pipe */
+    enum lb_peer_end src_end;       /* what src reported (lb_peer_end) */
     bool is_upstream;               /* client -> server */
     bool is_splice;                 /* moves bytes with splice(2) */
     bool is_shut;                   /* src's EOF passed on to dst */
-    bool is_src_ending;             /* src reported a FIN or a reset: read
-                                       until it says so */
     bool is_header_held;            /* buf holds the PROXY header alone,
                                        waiting for the client's first bytes */
     uint64_t bytes;
 };
 
-#define LB_IO_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
-#define LB_IO_ENDING (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
 #define LB_IO_BATCH 64
 
 /* Allocated in one block at accept (with the tried[] list) and freed in one
@@ -143,7 +161,7 @@ struct lb_session {
     bool is_client_watched;         /* cfd joined io_fd before the relay
                                        (to read a PROXY header or a
                                        ClientHello) */
-    bool is_client_ending;          /* ... and reported a FIN or a reset */
+    enum lb_peer_end client_end;    /* ... and what it reported */
     uint32_t hello_need;            /* HELLO: bytes to wait for before the
                                        next peek (0: peek at once) */
     char *sni;                      /* the name it was routed by, or NULL */
@@ -424,8 +442,7 @@ lb_session_read_header(struct lb_session *s, uint32_t events)
     ssize_t n;
     int len;
 
-    if (events & LB_IO_ENDING)
-        s->is_client_ending = true;
+    s->client_end = lb_peer_end(s->client_end, events);
     n = recv(s->cfd, buf, sizeof(buf), MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
@@ -434,7 +451,7 @@ lb_session_read_header(struct lb_session *s, uint32_t events)
         return;
     }
     len = lb_proxy_parse(buf, (size_t)n, s->fe->conf->accept_proxy, &a, &bad);
-    if (len == 0 && (s->is_client_ending || (size_t)n == sizeof(buf))) {
+    if (len == 0 && (s->client_end != LB_PEER_OPEN || (size_t)n == sizeof(buf))) {
         len = -1;           /* no more will come, or no room for it */
         bad = (size_t)n == sizeof(buf) ? LB_PROXY_TOO_LONG : LB_PROXY_CLOSED;
     }
@@ -506,13 +523,12 @@ lb_session_read_hello(struct lb_session *s, uint32_t events)
     ssize_t n;
     int avail, rc;
 
-    if (events & LB_IO_ENDING)
-        s->is_client_ending = true;
+    s->client_end = lb_peer_end(s->client_end, events);
     /* Joining io_fd reports the socket writable, before any byte came: no
      * peek for that (0: asked directly, after a PROXY header). */
     if (events != 0 && !(events & (EPOLLIN | LB_IO_ENDING)))
         return;
-    if (s->hello_need != 0 && !s->is_client_ending &&
+    if (s->hello_need != 0 && s->client_end == LB_PEER_OPEN &&
         (ioctl(s->cfd, FIONREAD, &avail) == -1 || (uint32_t)avail < s->hello_need))
         return;
     if ((buf = lb_worker_buf_get(s->w)) == NULL) {
@@ -533,7 +549,7 @@ lb_session_read_hello(struct lb_session *s, uint32_t events)
         lb_session_unroutable(s, LB_SNI_TRUNCATED, true);
         return;
     }
-    if (rc == 0 && s->is_client_ending) {
+    if (rc == 0 && s->client_end != LB_PEER_OPEN) {
         lb_session_unroutable(s, LB_SNI_TRUNCATED, false);
         return;
     }
@@ -749,7 +765,7 @@ lb_session_relay_start(struct lb_session *s, uint32_t events)
                               .is_upstream = true, .is_splice = is_splice };
     s->down = (struct lb_half){ .s = s, .src_fd = s->sfd, .dst_fd = s->cfd,
                                 .is_splice = is_splice };
-    s->up.is_src_ending = s->is_client_ending;
+    s->up.src_end = s->client_end;
     s->last_active_ms = lb_mono_ms();
     /* conf_check_outlier: never without outlier */
     s->is_first_byte_watched = s->pool->conf->first_byte_timeout_ms > 0;
@@ -1586,7 +1602,7 @@ lb_half_read_held(struct lb_half *h)
     }
     /* The client's FIN (read again, and passed on, by the plain path) or
      * more bytes than the buffer had room for. */
-    if (n == 0 || (size_t)n == room || h->is_src_ending)
+    if (n == 0 || (size_t)n == room || h->src_end != LB_PEER_OPEN)
         return lb_half_read(h);
     return true;
 }
@@ -1597,7 +1613,7 @@ lb_half_read(struct lb_half *h)
 {
     struct lb_session *s = h->s;
     ssize_t n, w;
-    bool is_alive, is_held = false;
+    bool is_alive, is_last;
 
     if (h->is_header_held)
         return lb_half_read_held(h);
@@ -1612,23 +1628,17 @@ lb_half_read(struct lb_half *h)
     }
     for (int round = 0;; round++) {
         n = recv(h->src_fd, h->buf->data, LB_BUF_SIZE, 0);
-        if (!lb_half_got(h, n, round, &is_alive)) {
-            /* No FIN after all: setting TCP_NODELAY again sends what
-             * MSG_MORE held back (tcp(7)). */
-            if (is_alive && is_held && !h->is_shut)
-                lb_session_nodelay(h->dst_fd);
+        if (!lb_half_got(h, n, round, &is_alive))
             return is_alive;
-        }
 
         /* Write at once: in the common case everything goes and the buffer
-         * is back on the free list before the next event. When the source's
-         * FIN is known to follow these bytes (reported with them, and this
-         * read took everything before it), the kernel holds them for the
-         * FIN that lb_half_shut sends in this same call (MSG_MORE): bytes
-         * and FIN leave in one segment, and the peer wakes once for both,
-         * as HAProxy does. */
-        is_held = h->is_src_ending && n < LB_BUF_SIZE && round + 1 < LB_RELAY_BUDGET;
-        w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL | (is_held ? MSG_MORE : 0));
+         * is back on the free list before the next event. When these bytes
+         * are the last (the FIN was reported, and this read took everything
+         * before it: lb_peer_end), the kernel holds them for the FIN that
+         * lb_half_shut sends right after (MSG_MORE): bytes and FIN leave in
+         * one segment, and the peer wakes once for both, as with HAProxy. */
+        is_last = h->src_end == LB_PEER_FIN && n < LB_BUF_SIZE;
+        w = send(h->dst_fd, h->buf->data, (size_t)n, MSG_NOSIGNAL | (is_last ? MSG_MORE : 0));
         if (w == n && n == LB_BUF_SIZE && s->pool->conf->splice == CONF_SPLICE_AUTO) {
             /* A full buffer in one read: a bulk direction, spliced from
              * now on (HAProxy's splice-auto decides the same way). */
@@ -1637,7 +1647,9 @@ lb_half_read(struct lb_half *h)
             return lb_half_splice(h);
         }
         if (w == n) {
-            if (n < LB_BUF_SIZE && !h->is_src_ending) {
+            if (is_last)
+                return lb_half_shut(h);
+            if (n < LB_BUF_SIZE && h->src_end == LB_PEER_OPEN) {
                 lb_half_release(h);     /* drained: the next data is an edge */
                 return true;
             }
@@ -1770,12 +1782,10 @@ lb_session_on_io(struct lb_session *s, bool is_server, uint32_t events)
     }
     if (!is_server && s->state != LB_SESSION_RELAYING) {
         /* After its header, before a server: the relay reads what came. */
-        if (events & LB_IO_ENDING)
-            s->is_client_ending = true;
+        s->client_end = lb_peer_end(s->client_end, events);
         return;
     }
-    if (events & LB_IO_ENDING)
-        from->is_src_ending = true;
+    from->src_end = lb_peer_end(from->src_end, events);
     if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !lb_half_flush(to))
         return;
     if (events & (EPOLLIN | LB_IO_ENDING))
